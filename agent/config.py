@@ -1,0 +1,231 @@
+"""Targets: the deployment under investigation, its goal, the engine settings and the routing thresholds.
+
+A target is a YAML file (``agent/targets/NAME.yaml`` or any path), validated when loaded; every
+problem becomes one line naming the file, the key and what was expected.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+TARGETS_DIR = Path(__file__).parent / "targets"
+
+
+class TargetError(ValueError):
+    """A target that cannot be used; the message is one line, fit for the user."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+PositiveInt = Annotated[int, Field(gt=0)]
+Share = Annotated[float, Field(gt=0, lt=1)]
+
+
+class Goal(_Strict):
+    output_tok_s: Annotated[float, Field(gt=0)] = Field(description="output tokens per second, all requests")
+    concurrency: PositiveInt = Field(description="concurrent requests the goal is stated at")
+
+    @property
+    def step_budget_ms(self) -> float:
+        """Each decode step emits one token per request: the time a step may take to meet the goal."""
+        return 1000.0 * self.concurrency / self.output_tok_s
+
+
+class Model(_Strict):
+    name: str
+    hidden: PositiveInt
+    heads: PositiveInt
+    nope_dim: PositiveInt
+    rope_dim: PositiveInt
+    q_lora_rank: PositiveInt
+    o_lora_rank: PositiveInt
+    o_groups: PositiveInt = 8
+    index_topk: PositiveInt
+    index_heads: PositiveInt
+    index_head_dim: PositiveInt
+    experts: PositiveInt
+    experts_per_token: PositiveInt
+    moe_intermediate: PositiveInt
+    shared_experts: Annotated[int, Field(ge=0)] = 1
+    layers: PositiveInt
+    sliding_window: PositiveInt
+    compress_ratios: list[Annotated[int, Field(ge=0)]]
+    page_size: PositiveInt
+
+    @model_validator(mode="after")
+    def _ratios_per_layer(self) -> "Model":
+        if len(self.compress_ratios) != self.layers:
+            raise ValueError(f"compress_ratios has {len(self.compress_ratios)} entries, expected one per layer ({self.layers})")
+        return self
+
+
+class Deployment(_Strict):
+    gpu: str
+    gpus: PositiveInt
+    sm: Annotated[int, Field(ge=50, le=200)] = Field(description="compute capability x10, e.g. 120 for sm_120")
+    sm_count: PositiveInt
+    tp: PositiveInt
+    pad_heads_to: PositiveInt | None = Field(
+        default=None, description="heads per rank the attention kernel is launched with (the engine pads)"
+    )
+    source: str = Field(default="", description="where the padding rule and the shapes come from")
+
+    def heads_per_rank(self, heads: int) -> int:
+        if heads % self.tp:
+            raise TargetError(f"{heads} heads do not split evenly over tp={self.tp}")
+        return heads // self.tp
+
+    def kernel_heads(self, heads: int) -> int:
+        per_rank = self.heads_per_rank(heads)
+        return max(per_rank, self.pad_heads_to or per_rank)
+
+
+class ReferenceShapes(_Strict):
+    """How the embedded reference engine is run: how much of the model, how many repeats."""
+
+    layers: PositiveInt = 2
+    batch: PositiveInt | None = Field(default=None, description="decode batch measured; default: the goal's concurrency")
+    experts: PositiveInt | None = None
+    context_len: PositiveInt = 4096
+    steps: PositiveInt = 10
+    warmup: Annotated[int, Field(ge=0)] = 3
+    tp: PositiveInt | None = Field(default=None, description="ranks to split heads over; default: the deployment's")
+    pad_heads_to: PositiveInt | None = None
+    overrides: dict[str, Any] = Field(default_factory=dict, description="model fields replaced for this device")
+
+
+class Engine(_Strict):
+    kind: Literal["reference", "sglang"] = "reference"
+    env: dict[str, str] = Field(default_factory=dict, description="environment the deployment runs with")
+    attention_env: str = Field(
+        default="SGLANG_SM120_FLASHMLA_BACKEND",
+        description="environment variable that picks the sparse-decode backend (read by the reference engine too)",
+    )
+    shape_symbols: dict[Literal["batch", "heads", "topk"], str] = Field(
+        default_factory=lambda: {"batch": "B", "heads": "H", "topk": "topk"},
+        description="names the engine's kernel launchers give the decode batch, the heads and the top-k",
+    )
+    kernel_constants: dict[str, int] = Field(
+        default_factory=dict,
+        description="kernel arguments the grid step pins when it compiles the kernel for registers "
+                    "(e.g. has_topk_len: 1 when the engine passes valid lengths)",
+    )
+    gpu: ReferenceShapes = Field(default_factory=ReferenceShapes)
+    cpu: ReferenceShapes = Field(default_factory=ReferenceShapes)
+    timeout_s: PositiveInt = 1200
+
+
+class Lever(_Strict):
+    name: str
+    kind: Literal["env", "flag", "option"]
+    engines: list[Literal["reference", "sglang"]] = Field(
+        default_factory=lambda: ["reference", "sglang"], description="engines the lever applies to"
+    )
+    env: dict[str, str] = Field(default_factory=dict)
+    flags: list[str] = Field(default_factory=list)
+    options: dict[str, Any] = Field(default_factory=dict)
+    note: str = ""
+
+    @model_validator(mode="after")
+    def _has_setting(self) -> "Lever":
+        setting = {"env": self.env, "flag": self.flags, "option": self.options}[self.kind]
+        if not setting:
+            raise ValueError(f"lever {self.name!r} of kind {self.kind!r} sets nothing (give {self.kind if self.kind != 'flag' else 'flags'})")
+        return self
+
+
+class Noise(_Strict):
+    repeats: Annotated[int, Field(ge=2)] = Field(default=3, description="baseline measurements; their spread is the noise")
+    k: Annotated[float, Field(gt=0)] = Field(default=2.0, description="a lever moves throughput beyond k x the spread")
+    floor: Annotated[float, Field(ge=0, lt=1)] = Field(default=0.02, description="... and beyond this relative change")
+
+
+class Thresholds(_Strict):
+    dominant_share: Share = Field(default=0.30, description="a kernel is dominant at this share of kernel time")
+    noise: Noise = Field(default_factory=Noise)
+
+
+class Profile(_Strict):
+    steps: PositiveInt = 5
+    batch: PositiveInt | None = Field(default=None, description="default: the batch the levers were measured at")
+
+
+class Target(_Strict):
+    name: str
+    description: str = ""
+    goal: Goal
+    model: Model
+    deployment: Deployment
+    engine: Engine = Field(default_factory=Engine)
+    levers: list[Lever] = Field(default_factory=list)
+    thresholds: Thresholds = Field(default_factory=Thresholds)
+    profile: Profile = Field(default_factory=Profile)
+    published: dict[str, Any] = Field(default_factory=dict, description="numbers of the published case, for comparison")
+
+    @model_validator(mode="after")
+    def _unique_levers(self) -> "Target":
+        names = [lever.name for lever in self.levers]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"lever names must be unique, repeated: {', '.join(duplicates)}")
+        self.deployment.heads_per_rank(self.model.heads)
+        return self
+
+
+def _describe(error: dict) -> str:
+    where = ".".join(str(part) for part in error["loc"]) or "(top level)"
+    kind, message = error["type"], error["msg"]
+    if kind == "extra_forbidden":
+        return f"{where}: unknown key"
+    if kind == "missing":
+        return f"{where}: required key missing"
+    got = error.get("input")
+    got_text = f", got {got!r}" if got is not None and not isinstance(got, (dict, list)) else ""
+    return f"{where}: {message[0].lower() + message[1:]}{got_text}"
+
+
+def resolve_target_path(name_or_path: str) -> Path:
+    """A target name (``dsv4-flash``) or a path to a YAML file."""
+    candidate = Path(name_or_path)
+    if candidate.suffix in (".yaml", ".yml") or candidate.parent != Path("."):
+        if not candidate.is_file():
+            raise TargetError(f"{name_or_path}: no such target file")
+        return candidate
+    path = TARGETS_DIR / f"{name_or_path}.yaml"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in TARGETS_DIR.glob("*.yaml")))
+        raise TargetError(f"unknown target {name_or_path!r} (known: {known}; or give a path to a .yaml file)")
+    return path
+
+
+def parse_target(data: Any, source: str) -> Target:
+    if not isinstance(data, dict):
+        raise TargetError(f"{source}: expected a mapping of keys at the top level, got {type(data).__name__}")
+    try:
+        return Target.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(_describe(e) for e in exc.errors())
+        raise TargetError(f"{source}: {problems}") from None
+    except TargetError as exc:
+        raise TargetError(f"{source}: {exc}") from None
+
+
+def load_target(name_or_path: str) -> tuple[Target, Path]:
+    """Load and validate a target; raises TargetError with a one-line message."""
+    path = resolve_target_path(name_or_path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise TargetError(f"{path}:{where} malformed YAML: {problem}") from None
+    except OSError as exc:
+        raise TargetError(f"{path}: cannot read: {exc.strerror}") from None
+    return parse_target(data, str(path)), path

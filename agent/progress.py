@@ -1,0 +1,93 @@
+"""Progress while a run works: a live line on a terminal, plain timestamped lines otherwise."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
+
+
+class PlainProgress:
+    """One line per event on a stream, each with the seconds since the run started."""
+
+    def __init__(self, stream: TextIO = sys.stderr):
+        self.stream = stream
+        self.started = time.monotonic()
+
+    def _line(self, text: str) -> None:
+        print(f"[{time.monotonic() - self.started:7.1f}s] {text}", file=self.stream, flush=True)
+
+    def step_started(self, step):
+        self._line(f"{step}: started")
+
+    def step_finished(self, step, headline):
+        self._line(f"{step}: {headline}")
+
+    def tool_started(self, step, tool, summary):
+        self._line(f"{step}: {tool} {summary}".rstrip())
+
+    def tool_finished(self, step, tool, ok, duration_s, error):
+        self._line(f"{step}: {tool} {'ok' if ok else 'FAILED'} in {duration_s:.1f}s" + (f": {error}" if error else ""))
+
+    def note(self, text):
+        self._line(text)
+
+    def close(self):
+        pass
+
+
+class _Status:
+    """What the live line shows; rendered anew at each refresh so the elapsed times tick."""
+
+    def __init__(self):
+        self.started = time.monotonic()
+        self.step = "starting"
+        self.tool = ""
+        self.tool_started = None
+
+    def __rich__(self) -> Text:
+        now = time.monotonic()
+        text = Text(f"{now - self.started:7.1f}s ", style="dim")
+        text.append(self.step, style="bold")
+        if self.tool:
+            text.append(f"  {self.tool}")
+            if self.tool_started is not None:
+                text.append(f"  ({now - self.tool_started:.1f}s)", style="dim")
+        return text
+
+
+class LiveProgress(PlainProgress):
+    """A live status line (step, tool call, elapsed) above the permanent per-step lines."""
+
+    def __init__(self, console: Console | None = None):
+        super().__init__()
+        self.console = console or Console(stderr=True)
+        self.status = _Status()
+        self.live = Live(self.status, console=self.console, refresh_per_second=4, transient=True)
+        self.live.start()
+
+    def _line(self, text: str) -> None:
+        self.console.print(Text.assemble((f"{time.monotonic() - self.started:7.1f}s ", "dim"), text), highlight=False)
+
+    def step_started(self, step):
+        self.status.step, self.status.tool = step, ""
+
+    def tool_started(self, step, tool, summary):
+        self.status.tool = f"{tool} {summary}".rstrip()
+        self.status.tool_started = time.monotonic()
+
+    def tool_finished(self, step, tool, ok, duration_s, error):
+        self.status.tool, self.status.tool_started = "", None
+        if not ok:
+            super().tool_finished(step, tool, ok, duration_s, error)
+
+    def close(self):
+        self.live.stop()
+
+
+def make_progress(stream: TextIO = sys.stderr):
+    return LiveProgress() if stream.isatty() else PlainProgress(stream)

@@ -1,0 +1,24 @@
+"""Routers: where the investigation goes next, decided on the evidence in the findings."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from agent.state import InvestigationState, finding_for
+
+
+def after_levers(state: InvestigationState) -> Literal["profile_decode", "write_report"]:
+    """A goal already met by a measured setting needs no profile."""
+    return "write_report" if finding_for(state, "levers").data["goal_met"] else "profile_decode"
+
+
+def after_profile(state: InvestigationState) -> Literal["read_grid", "compute_ceiling", "scan_gates"]:
+    """An incomplete trace supports no ranking and no ceiling; no dominant kernel, no grid to read."""
+    profile = finding_for(state, "profile")
+    if not profile.data["complete"]:
+        return "scan_gates"
+    return "read_grid" if profile.data["dominant"] else "compute_ceiling"
+
+
+def after_decision(state: InvestigationState) -> Literal["build_splitk", "write_report"]:
+    return "build_splitk" if (state.get("decision") or {}).get("choice") == "splitk" else "write_report"

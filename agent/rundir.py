@@ -1,0 +1,232 @@
+"""A run directory: its own git repository, the journal, content-addressed artifacts, finding files.
+
+Layout: ``log.jsonl`` (the journal), ``artifacts/<sha256[:16]>/<name>``, ``findings/NN-step.json|md``,
+``PROFILE_FINDINGS.md``, ``checkpoints.sqlite`` (LangGraph's, not committed), ``run.lock``.
+
+Commits are a pure function of the findings: commit N holds the finding files 1..N, the artifacts
+the log referenced up to finding N's event, and the log's lines up to that event; its author is
+fixed and its date is that event's time. So a replay reproduces the commit ids, and syncing after a
+crash rewrites nothing that is already right and never adds a commit twice.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import io
+import os
+import shutil
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import git
+from git.index import IndexFile
+from git.index.typ import BaseIndexEntry
+from git.objects import Commit
+from gitdb import IStream
+
+from agent.runlog import LOG_NAME, RunLog, prefix_bytes
+
+AUTHOR = git.Actor("perf-investigator", "perf-investigator@localhost")
+BRANCH = "main"
+CHECKPOINTS = "checkpoints.sqlite"
+LOCK = "run.lock"
+REPORT = "PROFILE_FINDINGS.md"
+_UNCOMMITTED = [f"/{CHECKPOINTS}*", f"/{LOCK}", "/replay.jsonl"]
+
+
+class RunDirError(RuntimeError):
+    """The run directory cannot be made, locked or read; the message is one line."""
+
+
+@dataclass(frozen=True)
+class CommitSpec:
+    """What one commit holds beyond its predecessor, and when and why it was made."""
+
+    message: str
+    files: dict[str, bytes]
+    log_through_seq: int
+    when: str  # ISO 8601 with offset, from the log
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def artifact_relpath(sha256: str, name: str) -> str:
+    return f"artifacts/{sha256[:16]}/{Path(name).name}"
+
+
+def check_runs_dir(runs_dir: Path) -> None:
+    """Fail early, in one line, when runs cannot be written there."""
+    try:
+        runs_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RunDirError(f"runs directory {runs_dir} cannot be created: {exc.strerror}") from None
+    if not runs_dir.is_dir() or not os.access(runs_dir, os.W_OK | os.X_OK):
+        raise RunDirError(f"runs directory {runs_dir} is not writable")
+
+
+class RunDir:
+    def __init__(self, root: Path):
+        self.root = root
+        self.repo = git.Repo(root)
+
+    # -- creation and locking -------------------------------------------------------------
+
+    @classmethod
+    def create(cls, runs_dir: Path, run_id: str) -> "RunDir":
+        check_runs_dir(runs_dir)
+        root = runs_dir / run_id
+        try:
+            root.mkdir()
+        except FileExistsError:
+            raise RunDirError(f"run {root} already exists") from None
+        git.Repo.init(root, initial_branch=BRANCH)
+        with open(root / ".git" / "info" / "exclude", "a") as handle:
+            handle.write("\n".join(_UNCOMMITTED) + "\n")
+        (root / "artifacts").mkdir()
+        (root / "findings").mkdir()
+        return cls(root)
+
+    @classmethod
+    def open(cls, root: Path) -> "RunDir":
+        if not (root / LOG_NAME).is_file() or not (root / ".git").is_dir():
+            raise RunDirError(f"{root} is not a run directory (no {LOG_NAME} or no .git)")
+        return cls(root)
+
+    @property
+    def log_path(self) -> Path:
+        return self.root / LOG_NAME
+
+    @property
+    def checkpoints_path(self) -> Path:
+        return self.root / CHECKPOINTS
+
+    def lock(self) -> None:
+        """Take the run's lock; a lock left by a dead process is taken over."""
+        path = self.root / LOCK
+        for _ in range(2):
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                holder = lock_holder(self.root)
+                if holder is not None:
+                    raise RunDirError(f"run {self.root.name} is in use by process {holder}") from None
+                path.unlink(missing_ok=True)
+                continue
+            os.write(fd, str(os.getpid()).encode())
+            os.close(fd)
+            return
+        raise RunDirError(f"cannot lock run {self.root.name}")
+
+    def unlock(self) -> None:
+        (self.root / LOCK).unlink(missing_ok=True)
+
+    # -- artifacts ---------------------------------------------------------------------------
+
+    def store_artifact(self, source: Path, name: str | None = None) -> dict:
+        """Copy a file into the content-addressed store; returns its reference for the log."""
+        name = Path(name or source.name).name
+        digest = sha256_file(source)
+        rel = artifact_relpath(digest, name)
+        dest = self.root / rel
+        if not dest.exists():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dest.with_name(dest.name + ".tmp")
+            shutil.copyfile(source, tmp)
+            os.replace(tmp, dest)
+        return {"name": name, "sha256": digest, "size": dest.stat().st_size, "path": rel}
+
+    def store_bytes(self, data: bytes, name: str) -> dict:
+        digest = hashlib.sha256(data).hexdigest()
+        rel = artifact_relpath(digest, name)
+        dest = self.root / rel
+        if not dest.exists():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dest.with_name(dest.name + ".tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, dest)
+        return {"name": Path(name).name, "sha256": digest, "size": len(data), "path": rel}
+
+    def artifact_path(self, ref: dict) -> Path:
+        return self.root / ref["path"]
+
+    # -- files and commits -----------------------------------------------------------------
+
+    def write_file(self, rel: str, data: bytes) -> None:
+        dest = self.root / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(dest.name + ".tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, dest)
+
+    def _blob(self, data: bytes) -> bytes:
+        return self.repo.odb.store(IStream("blob", len(data), io.BytesIO(data))).binsha
+
+    def _tree(self, files: dict[str, bytes]):
+        index = IndexFile(self.repo, os.path.join(self.repo.git_dir, "perf-investigator.index"))
+        entries = [BaseIndexEntry((0o100644, self._blob(data), 0, path)) for path, data in sorted(files.items())]
+        index.add(entries, write=False)
+        return index.write_tree()
+
+    def history(self) -> list[str]:
+        """Commit ids on the branch, oldest first."""
+        try:
+            head = self.repo.heads[BRANCH].commit
+        except (IndexError, ValueError):
+            return []
+        return [c.hexsha for c in reversed(list(self.repo.iter_commits(head)))]
+
+    def sync_commits(self, specs: list[CommitSpec], log_source: Path | None = None) -> list[str]:
+        """Make the branch hold exactly one commit per spec, in order; returns their ids.
+
+        Commits already right are kept; from the first that differs (a finding redone after a
+        crash), the branch is rebuilt. ``log_source`` is the log whose prefixes go in (a replay
+        commits the original's).
+        """
+        log_source = log_source or self.log_path
+        existing = self.history()
+        files: dict[str, bytes] = {}
+        parent = None
+        ids = []
+        for position, spec in enumerate(specs):
+            files.update(spec.files)
+            files[LOG_NAME] = prefix_bytes(log_source, spec.log_through_seq)
+            tree = self._tree(files)
+            when = datetime.fromisoformat(spec.when).replace(microsecond=0)
+            commit = Commit.create_from_tree(
+                self.repo, tree, spec.message, parent_commits=[parent] if parent else [], head=False,
+                author=AUTHOR, committer=AUTHOR, author_date=when, commit_date=when,
+            )
+            ids.append(commit.hexsha)
+            parent = commit
+        if ids and ids != existing:
+            self.repo.create_head(BRANCH, ids[-1], force=True)
+            index = IndexFile.from_tree(self.repo, ids[-1])
+            index.write()
+        return ids
+
+
+def lock_holder(root: Path) -> int | None:
+    """PID of the live process holding a run's lock, if any."""
+    try:
+        pid = int((root / LOCK).read_text().strip() or "0")
+    except (FileNotFoundError, ValueError):
+        return None
+    if pid <= 0:
+        return None
+    try:
+        os.kill(pid, 0)
+    except OSError as exc:
+        return pid if exc.errno == errno.EPERM else None
+    return pid
+
+
+def new_log(run: RunDir) -> RunLog:
+    return RunLog.create(run.log_path)

@@ -1,0 +1,107 @@
+"""Profile: a trace of decode steps at the goal's concurrency, ranked kernel by kernel."""
+
+from __future__ import annotations
+
+from agent.engines import baseline, bench_args, measured_batch
+from agent.session import Session
+from agent.state import Finding, InvestigationState, Number, Table, finding_for, next_index
+from agent.steps import StepFailed
+from agent.steps.levers import interpretation_labels
+from agent.steps.survey import target_of
+from tools import trace
+
+TOP_KERNELS = 12
+
+
+def profile_decode(state: InvestigationState, session: Session) -> Finding:
+    """Trace ``profile.steps`` decode steps of the deployment's setting, then rank the kernels:
+    table, categories, GPU idle inside the window, and the dominant kernel when one holds at least
+    the target's dominant share. A trace whose kernels are hidden (CUDA-graph launches without
+    kernel events) is reported as incomplete and nothing is ranked from it."""
+    target = target_of(state)
+    device = finding_for(state, "survey").data["box"]["device"]
+    batch = target.profile.batch or measured_batch(target, device)
+    args = bench_args(target, device, baseline(target), [batch],
+                      profile={"batch": batch, "steps": target.profile.steps})
+    result = session.call("engine.bench", args)
+    seq = [result["call_seq"]]
+    if not result["ok"]:
+        raise StepFailed(f"the profiling run failed: {result['error']}")
+    trace_info = result["data"].get("trace")
+    refs = {ref["name"]: ref for ref in result["artifacts"]}
+    if not trace_info or trace_info["file"] not in refs:
+        raise StepFailed("the profiling run wrote no trace")
+    ref = refs[trace_info["file"]]
+    summary = trace.summarize([session.artifact_path(ref)])
+    merged = summary.merged
+    labels = interpretation_labels(state)
+    host_ranges = summary.kind == "cpu-host"
+    if host_ranges:
+        labels.append("host-ranges")
+
+    summary_data = summary.to_dict()
+    # The run's own path for the trace, not this machine's: a replay elsewhere must see the same finding.
+    summary_data["files"] = [{**f, "path": ref["path"]} for f in summary_data["files"]]
+    if summary.cuda_graph.hidden:
+        return Finding(
+            index=next_index(state), step="profile",
+            headline=f"trace incomplete: {summary.cuda_graph.note}",
+            verdict="incomplete-trace", evidence=seq, labels=labels + ["failed"],
+            artifacts={"trace": ref["path"]},
+            data={"summary": summary_data, "dominant": None, "complete": False},
+        )
+
+    steps = merged.steps or trace_info.get("steps") or target.profile.steps
+    top = trace.dominant(summary, target.thresholds.dominant_share)
+    kernel_ms = merged.kernel_time_us / 1000
+    idle_ms = merged.idle_us / 1000
+    rows = [[k.name, k.category, k.calls, k.total_us / 1000, k.mean_us, k.share] for k in merged.kernels[:TOP_KERNELS]]
+    categories = [[name, total / 1000, total / merged.kernel_time_us if merged.kernel_time_us else 0.0]
+                  for name, total in sorted(merged.categories.items(), key=lambda item: -item[1])]
+    unit = "host range" if host_ranges else "kernel"
+    if top:
+        headline = (f"{top.name} is {100 * top.share:.1f}% of {unit} time ({top.total_us / 1000:.3g} of "
+                    f"{kernel_ms:.4g} ms over {steps} decode steps at batch {batch}); GPU idle {100 * merged.idle_share:.1f}% of the window")
+    else:
+        leader = merged.kernels[0] if merged.kernels else None
+        headline = (f"no dominant kernel: the largest, {leader.name if leader else '-'}, is "
+                    f"{100 * (leader.share if leader else 0):.1f}% (< {100 * target.thresholds.dominant_share:.0f}%)")
+    numbers = {
+        "kernel_ms": Number(value=kernel_ms, unit="ms", label=f"sum of {unit} durations", seqs=seq),
+        "idle_ms": Number(value=idle_ms, unit="ms", label="GPU idle inside the profiled window", seqs=seq),
+        "window_ms": Number(value=merged.window_us / 1000, unit="ms", label="first to last kernel", seqs=seq),
+        "total_ms": Number(value=kernel_ms + idle_ms, unit="ms", label="T = kernel time + idle time", seqs=seq),
+        "idle_share": Number(value=merged.idle_share, label="idle share of the window", seqs=seq),
+        "steps": Number(value=steps, unit="steps", label="decode steps profiled", seqs=seq),
+        "batch": Number(value=batch, label="batch profiled"),
+    }
+    if top:
+        numbers["dominant_ms"] = Number(value=top.total_us / 1000, unit="ms", label=f"{top.name} total", seqs=seq)
+        numbers["dominant_share"] = Number(value=top.share, label=f"{top.name} share of {unit} time", seqs=seq)
+        numbers["dominant_calls"] = Number(value=top.calls, unit="calls", label=f"{top.name} launches", seqs=seq)
+        numbers["dominant_mean_us"] = Number(value=top.mean_us, unit="us", label=f"{top.name} mean", seqs=seq)
+    return Finding(
+        index=next_index(state),
+        step="profile",
+        headline=headline,
+        verdict="dominant-kernel" if top else "no-dominant-kernel",
+        numbers=numbers,
+        tables=[
+            Table(title=f"Top {unit}s", columns=["name", "category", "calls", "total ms", "mean us", "share"], rows=rows,
+                  note="host ranges under the Triton CPU interpreter, not GPU kernels" if host_ranges else ""),
+            Table(title="Categories", columns=["category", "total ms", "share"], rows=categories),
+        ],
+        artifacts={"trace": ref["path"]},
+        evidence=seq,
+        labels=labels,
+        data={
+            "summary": summary_data,
+            "dominant": top.to_dict() if top else None,
+            "leader": merged.kernels[0].to_dict() if merged.kernels else None,
+            "complete": True,
+            "batch": batch,
+            "kernel_config": result["data"].get("kernel_config"),
+            "shapes": result["data"].get("shapes"),
+            "kind": summary.kind,
+        },
+    )

@@ -1,0 +1,80 @@
+"""Survey: what the box is, against the hardware the target declares."""
+
+from __future__ import annotations
+
+from agent.config import Target
+from agent.session import Session
+from agent.state import Finding, InvestigationState, Number, Table, next_index
+from agent.steps import StepFailed
+
+
+def target_of(state: InvestigationState) -> Target:
+    return Target.model_validate(state["target"])
+
+
+def box_picture(survey: dict) -> dict:
+    """The box as the rest of the investigation needs it: device, SMs, capability."""
+    gpus = survey.get("gpus") or []
+    if gpus:
+        first = gpus[0]
+        return {"device": "cuda", "gpu": first["name"], "gpus": len(gpus), "sm": first["capability"],
+                "sm_count": first["sm_count"]}
+    return {"device": "cpu", "gpu": None, "gpus": 0, "sm": None, "sm_count": None}
+
+
+def stand_in_reason(target: Target, box: dict) -> str | None:
+    """Why the box is not the declared hardware (None when it is)."""
+    declared = target.deployment
+    if box["device"] == "cpu":
+        return f"the box has no GPU; the deployment is {declared.gpus}x {declared.gpu} (sm_{declared.sm})"
+    if box["sm"] != declared.sm or box["sm_count"] != declared.sm_count:
+        return (f"the box is {box['gpus']}x {box['gpu']} (sm_{box['sm']}, {box['sm_count']} SMs); the deployment is "
+                f"{declared.gpus}x {declared.gpu} (sm_{declared.sm}, {declared.sm_count} SMs)")
+    return None
+
+
+def survey_box(state: InvestigationState, session: Session) -> Finding:
+    """Record the box (GPUs, SMs, capability, driver, software) and whether it stands in for the
+    declared hardware. Fails when the survey tool itself fails: nothing after it can be trusted."""
+    target = target_of(state)
+    result = session.call("box.survey", {})
+    if not result["ok"]:
+        raise StepFailed(f"the box survey failed: {result['error']}")
+    survey = result["data"]
+    box = box_picture(survey)
+    reason = stand_in_reason(target, box)
+    software = survey["software"]
+    declared = target.deployment
+    seq = [result["call_seq"]]
+    if box["device"] == "cuda":
+        what = f"{box['gpus']}x {box['gpu']} (sm_{box['sm']}, {box['sm_count']} SMs)"
+    else:
+        what = f"CPU only ({survey['host']['cpus']} cores, {survey['host']['memory_gib']} GiB), no GPU"
+    headline = f"box: {what}" + (f"; stand-in for {declared.gpus}x {declared.gpu} (sm_{declared.sm})" if reason else "")
+    rows = [
+        ["device", what, f"{declared.gpus}x {declared.gpu}"],
+        ["compute capability", f"sm_{box['sm']}" if box["sm"] else "-", f"sm_{declared.sm}"],
+        ["SMs per GPU", box["sm_count"] or "-", declared.sm_count],
+        ["driver", ", ".join(sorted({g.get("driver_version", "") for g in survey["nvidia_smi"].get("gpus", [])})) or "-", "-"],
+        ["python", survey["host"]["python"], "-"],
+        ["torch", software.get("torch") or "missing", "-"],
+        ["triton", software.get("triton") or "missing", "-"],
+        ["sglang", software.get("sglang") or "missing", "-"],
+        ["flash_mla", software.get("flash_mla") or "missing", "-"],
+    ]
+    return Finding(
+        index=next_index(state),
+        step="survey",
+        headline=headline,
+        verdict="stand-in" if reason else "declared-hardware",
+        numbers={
+            "box_sm": Number(value=box["sm"], label="box compute capability (x10)", seqs=seq),
+            "box_sm_count": Number(value=box["sm_count"], unit="SMs", label="box SMs per GPU", seqs=seq),
+            "declared_sm": Number(value=declared.sm, label="declared compute capability (x10)"),
+            "declared_sm_count": Number(value=declared.sm_count, unit="SMs", label="declared SMs per GPU"),
+        },
+        tables=[Table(title="Box and declared hardware", columns=["", "box", "declared"], rows=rows)],
+        evidence=seq,
+        labels=["stand-in"] if reason else [],
+        data={"box": box, "stand_in": reason, "software": software, "survey": survey},
+    )

@@ -1,0 +1,141 @@
+"""The tools an investigation may call on the box, by name: how each becomes a command, and its result.
+
+Every tool is a box-side Python module that prints one JSON object. A tool's arguments are plain
+JSON data (they are logged and compared on replay); ``command`` turns them into an argument list.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from tools.box import OUT_DIR, Box, CommandResult
+
+TAIL = 16_000  # characters of stdout/stderr kept in the log
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    doc: str
+    command: Callable[[str, dict[str, Any]], list[str]]  # (box python, args) -> argv
+    timeout_s: Callable[[dict[str, Any]], float]
+    env: Callable[[dict[str, Any]], dict[str, str]] = lambda args: {}
+
+
+def _survey(py: str, args: dict) -> list[str]:
+    return [py, "-m", "tools.survey"]
+
+
+def _engine_bench(py: str, args: dict) -> list[str]:
+    return [py, "-m", "tools.engines.reference", "bench", "--spec", json.dumps(args["spec"], sort_keys=True), "--out", OUT_DIR]
+
+
+def _kernel_grid(py: str, args: dict) -> list[str]:
+    argv = [py, "-m", "tools.kernel_source", "--kernel", args["kernel"], "--sms", str(args["sms"])]
+    if args.get("source"):
+        argv += ["--source", args["source"]]
+    for symbol, value in sorted(args.get("shapes", {}).items()):
+        argv += ["--shape", f"{symbol}={value}"]
+    if args.get("arch"):
+        argv += ["--arch", args["arch"]]
+    if args.get("config"):
+        argv += ["--config-json", json.dumps(args["config"], sort_keys=True)]
+    return argv
+
+
+def _gates_scan(py: str, args: dict) -> list[str]:
+    argv = [py, "-m", "tools.gates", "--sm", str(args["sm"])]
+    if args.get("source"):
+        argv += ["--source", args["source"]]
+    if args.get("kernels"):
+        argv += ["--kernels", *args["kernels"]]
+    return argv
+
+
+def _splitk(action: str):
+    def command(py: str, args: dict) -> list[str]:
+        argv = [py, "-m", "tools.kernels.sparse_mla_decode", action, "--batch", str(args["batch"]),
+                "--topk", str(args["topk"]), "--heads", str(args["heads"])]
+        if action == "check":
+            argv += ["--device", args["device"], "--seed", str(args.get("seed", 0))]
+        return argv
+    return command
+
+
+def _interpreter_on_cpu(args: dict) -> dict[str, str]:
+    return {"TRITON_INTERPRET": "1"} if args.get("device") == "cpu" else {}
+
+
+CATALOG: dict[str, ToolSpec] = {
+    spec.name: spec
+    for spec in [
+        ToolSpec("box.survey", "GPUs, SMs, capability, memory, driver, software versions", _survey, lambda a: 120),
+        ToolSpec("engine.bench", "reference engine: decode step times per batch size, optional trace",
+                 _engine_bench, lambda a: float(a.get("timeout_s", 1200)), lambda a: dict(a.get("env", {}))),
+        ToolSpec("kernel.grid", "a kernel's source, launch grid, loops and resources", _kernel_grid,
+                 lambda a: 600),
+        ToolSpec("gates.scan", "capability gates of the engine's source for an SM version", _gates_scan,
+                 lambda a: 600),
+        ToolSpec("kernel.splitk_check", "split-K kernel against the float32 reference and upstream",
+                 _splitk("check"), lambda a: 1800, _interpreter_on_cpu),
+        ToolSpec("kernel.splitk_bench", "split-K kernel and upstream timed by CUDA-graph replay",
+                 _splitk("bench"), lambda a: 900),
+    ]
+}
+
+
+def run_tool(box: Box, name: str, args: dict[str, Any]) -> tuple[dict[str, Any], CommandResult]:
+    """Run one tool on the box. Returns the result record for the log, and the raw command result.
+
+    The record: ok, data (the tool's JSON, or null), rc, duration_s, timed_out, error, argv,
+    stdout/stderr tails. ``ok`` is true only when the command exited 0 and printed JSON with no
+    ``"ok": false``.
+    """
+    spec = CATALOG[name]
+    argv = spec.command(box.python, args)
+    result = box.run(argv, timeout_s=spec.timeout_s(args), env=spec.env(args))
+    data, parse_error = _parse_json(result.stdout)
+    error = result.error
+    if error is None and result.timed_out:
+        error = f"timed out after {spec.timeout_s(args):.0f} s"
+    elif error is None and result.rc != 0:
+        reason = (data or {}).get("error") if isinstance(data, dict) else None
+        error = f"exit {result.rc}: {reason or _last_line(result.stderr) or 'no output'}"
+    elif error is None and parse_error:
+        error = parse_error
+    elif error is None and isinstance(data, dict) and data.get("ok") is False:
+        error = data.get("error") or "the tool reported failure"
+    record = {
+        "ok": error is None,
+        "data": data,
+        "error": error,
+        "rc": result.rc,
+        "timed_out": result.timed_out,
+        "duration_s": round(result.duration_s, 3),
+        "argv": result.argv,
+        "stdout_tail": result.stdout[-TAIL:] if data is None else "",
+        "stderr_tail": result.stderr[-TAIL:],
+    }
+    return record, result
+
+
+def _parse_json(stdout: str) -> tuple[Any, str | None]:
+    text = stdout.strip()
+    if not text:
+        return None, "the tool printed nothing on stdout"
+    try:
+        return json.loads(text), None
+    except json.JSONDecodeError:
+        pass
+    last = text.splitlines()[-1]
+    try:
+        return json.loads(last), None
+    except json.JSONDecodeError as exc:
+        return None, f"the tool's stdout is not JSON ({exc.msg})"
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:500] if lines else ""

@@ -1,0 +1,131 @@
+"""``python -m tools.engines.reference bench --spec SPEC_JSON|@file --out DIR``
+``python -m tools.engines.reference check --spec SPEC_JSON|@file``
+
+Prints exactly one JSON object on stdout (progress goes to stderr). Exit 0 ok; 2 bad input (bad
+spec, a device or backend this box lacks: one-line message on stderr, and an ``ok: false`` object);
+1 failure (``ok: false`` with ``kind``: oom, non_finite, error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import traceback
+from pathlib import Path
+
+from .spec import SpecError, parse_spec
+
+TRITON_BACKENDS = ("sglang-triton", "splitk")
+
+
+class _BadInput(Exception):
+    def __init__(self, message: str, kind: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line and exit 2, as every box tool
+        raise _BadInput(f"usage error: {message}", "bad_input")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m tools.engines.reference", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    bench = sub.add_parser("bench", help="time decode steps per batch size; optionally write a trace")
+    bench.add_argument("--spec", required=True, help="JSON object, or @path to a JSON file")
+    bench.add_argument("--out", required=True, type=Path, help="directory for the trace")
+    check = sub.add_parser("check", help="compare the spec's attention backend with torch and float32")
+    check.add_argument("--spec", required=True, help="JSON object, or @path to a JSON file")
+    return parser
+
+
+def _clean(value):
+    """JSON-safe plain data: NaN/inf become null."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def _emit(obj: dict) -> None:
+    sys.stdout.write(json.dumps(_clean(obj), sort_keys=True, allow_nan=False) + "\n")
+    sys.stdout.flush()
+
+
+def _prepare_device(requested: str, attention: str) -> None:
+    """Refuse a device this box lacks; on the CPU, put Triton in interpreter mode before it loads."""
+    import torch
+
+    cuda = torch.cuda.is_available()
+    if requested == "cuda" and not cuda:
+        raise _BadInput("device cuda requested but torch.cuda.is_available() is false on this box", "bad_input")
+    on_cpu = requested == "cpu" or (requested == "auto" and not cuda)
+    if on_cpu and attention in TRITON_BACKENDS and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+        if "triton" in sys.modules:
+            raise RuntimeError("triton was imported before TRITON_INTERPRET could be set")
+        os.environ["TRITON_INTERPRET"] = "1"
+
+
+def _main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        spec = parse_spec(args.spec)
+    except SpecError as exc:
+        raise _BadInput(str(exc), "bad_input") from None
+    if spec.cuda_graph and spec.device == "cpu":
+        raise _BadInput("bad spec: cuda_graph: needs a CUDA device, spec device is cpu", "bad_input")
+    _prepare_device(spec.device, spec.attention)
+
+    from . import bench, check
+    from .attention import BackendUnavailable
+
+    if spec.cuda_graph and bench.resolve_device(spec.device).type != "cuda":
+        raise _BadInput("bad spec: cuda_graph: needs a CUDA device, none on this box", "bad_input")
+    try:
+        if args.command == "check":
+            result = check.run(spec)
+        else:
+            args.out.mkdir(parents=True, exist_ok=True)
+            result = bench.run(spec, args.out)
+    except BackendUnavailable as exc:
+        raise _BadInput(str(exc), "missing_dependency") from None
+    _emit(result)
+    return 0
+
+
+def _failure_kind(exc: BaseException) -> str:
+    from .bench import NonFinite
+
+    if isinstance(exc, NonFinite):
+        return "non_finite"
+    if isinstance(exc, MemoryError) or "out of memory" in str(exc).lower():
+        return "oom"
+    return "error"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        return _main(argv)
+    except _BadInput as exc:
+        message = str(exc).replace("\n", " ")
+        print(message, file=sys.stderr)
+        _emit({"ok": False, "engine": "reference", "error": message, "kind": exc.kind})
+        return 2
+    except Exception as exc:  # a crash is a result: report it as JSON, with the traceback on stderr
+        traceback.print_exc(file=sys.stderr)
+        first_line = (str(exc).strip().splitlines() or [""])[0]
+        _emit({"ok": False, "engine": "reference", "error": f"{type(exc).__name__}: {first_line}",
+               "kind": _failure_kind(exc)})
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,196 @@
+"""Command line for kernel grid analysis: ``python -m agent grid`` (human) and
+``python -m tools.kernel_source`` (box side, one JSON object)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .analysis import GridReport, KernelNotFound, analyze
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--source", required=True, type=Path, help="kernel source file or directory tree")
+    parser.add_argument("--kernel", required=True, help="kernel name (Triton @triton.jit def, or CUDA __global__)")
+    parser.add_argument("--shape", action="append", default=[], metavar="SYMBOL=VALUE",
+                        help="pin a symbol of the launcher or kernel (B=1, topk=512, 'q.shape[0]=1'); repeatable")
+    parser.add_argument("--sms", required=True, type=int, help="SM count to compute coverage and waves for")
+    parser.add_argument("--arch", action="append", default=[], metavar="ARCH",
+                        help="compile for this architecture (sm_90, sm_120) for registers/occupancy; repeatable or comma-separated")
+    parser.add_argument("--config-json", default=None, help="the autotune config the box chose, as JSON")
+    parser.add_argument("--dtype", action="append", default=[], metavar="PARAM=DTYPE",
+                        help="dtype of a kernel argument the source does not show (Q_ptr=bf16; *bf16 forces a pointer)")
+    parser.add_argument("--launcher", default=None, help="analyze the launch in this function (default: the first found)")
+    parser.add_argument("--no-compile", action="store_true", help="skip the ahead-of-time compile")
+    parser.add_argument("--only-chosen", action="store_true", help="compile only the config given by --config-json")
+    parser.add_argument("--python", default=None, help="interpreter whose Triton compiles the kernel (default: this one)")
+    parser.add_argument("--real-heads", type=int, default=None, help="heads per rank before padding: report programs that compute padding")
+    parser.add_argument("--head-symbol", default=None, help="the grid symbol that counts heads (default: found by name)")
+    parser.add_argument("--unaligned-unknown-ints", action="store_true",
+                        help="compile int arguments of unknown value without Triton's divisible-by-16 specialization")
+
+
+class BadInput(ValueError):
+    """Arguments that cannot be used (exit code 2)."""
+
+
+def _pairs(items: list[str], what: str, convert) -> dict:
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise BadInput(f"{what} {item!r} is not NAME=VALUE")
+        key, _, value = item.rpartition("=")
+        try:
+            out[key.strip()] = convert(value.strip())
+        except ValueError as exc:
+            raise BadInput(f"{what} {item!r}: {exc}") from None
+    return out
+
+
+def _number(text: str) -> int | float:
+    try:
+        return int(text, 0)
+    except ValueError:
+        return float(text)
+
+
+def analyze_from_args(args: argparse.Namespace) -> GridReport:
+    """Run ``analyze`` from parsed arguments; BadInput for unusable ones."""
+    shapes = _pairs(args.shape, "--shape", _number)
+    dtypes = _pairs(args.dtype, "--dtype", str)
+    chosen = None
+    if args.config_json:
+        try:
+            chosen = json.loads(args.config_json)
+        except json.JSONDecodeError as exc:
+            raise BadInput(f"--config-json is not JSON: {exc}") from None
+        if not isinstance(chosen, dict):
+            raise BadInput("--config-json must be a JSON object")
+    archs = [a for item in args.arch for a in item.split(",") if a.strip()]
+    if args.sms <= 0:
+        raise BadInput("--sms must be positive")
+    try:
+        return analyze(
+            args.source,
+            args.kernel,
+            shapes,
+            args.sms,
+            arch=archs or None,
+            chosen_config=chosen,
+            dtypes=dtypes,
+            launcher=args.launcher,
+            compile=not args.no_compile,
+            python=args.python,
+            real_heads=args.real_heads,
+            head_symbol=args.head_symbol,
+            aligned_unknown_ints=not args.unaligned_unknown_ints,
+            compile_all_configs=not args.only_chosen,
+        )
+    except (KernelNotFound, FileNotFoundError) as exc:
+        raise BadInput(str(exc)) from None
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the analysis as a readable summary, or as JSON with ``--json``."""
+    try:
+        report = analyze_from_args(args)
+    except BadInput as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if getattr(args, "json", False):
+        print(json.dumps(report.to_dict(), indent=2, sort_keys=True))
+    else:
+        print(render(report))
+    return 0
+
+
+def _fmt(value, digits: int = 2) -> str:
+    if value is None:
+        return "?"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def render(report: GridReport) -> str:
+    """A plain-text summary for a person."""
+    lines = [f"{report.kernel}  ({report.kind})  {report.file}:{report.line}"]
+    if report.launcher:
+        lines.append(f"launched by {report.launcher['function']} at {report.launcher['where']}")
+    lines.append(f"grid = {report.grid_expr}   symbols: {', '.join(report.grid_symbols) or '-'}")
+    lines.append(f"shapes: {', '.join(f'{k}={v}' for k, v in report.shapes.items()) or '-'}   SMs: {report.sms}")
+    lines.append("")
+    header = ["config", "threads", "grid", "programs", "coverage"]
+    for arch in report.archs:
+        header += [f"regs {arch}", f"spill {arch}", f"smem {arch}", f"blk/SM {arch}", f"occ {arch}", f"waves {arch}"]
+    loop_lines = [str(loop.line) for loop in report.loops]
+    header += [f"trips L{line}" for line in loop_lines]
+    rows = [header]
+    for config in report.configs:
+        label = ",".join(f"{k}={v}" for k, v in config.config.items())
+        row = [f"{config.label}: {label}", _fmt(config.threads_per_program), _fmt(config.grid), _fmt(config.programs), _fmt(config.coverage)]
+        for arch in report.archs:
+            usage = config.resources.get(arch) or {}
+            occ = config.occupancy.get(arch) or {}
+            row += [
+                _fmt(usage.get("registers")) if usage.get("ok") else "error",
+                _fmt(usage.get("spill_stores")),
+                _fmt(usage.get("shared_per_block")),
+                _fmt(config.blocks_per_sm.get(arch)),
+                f"{occ['occupancy']:.1%}" if occ else "?",
+                _fmt(config.waves.get(arch)),
+            ]
+        row += [_fmt(config.trip_counts.get(line)) for line in loop_lines]
+        rows.append(row)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    for row in rows:
+        lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    lines.append("")
+    for loop in report.loops:
+        role = "serial reduction" if loop.reduction else "loop"
+        covered = f"split by grid axis {loop.grid_axes}" if loop.grid_axes else ("covered by the grid" if loop.covered_by_grid else "NOT covered by the grid")
+        lines.append(f"line {loop.line}: {loop.text}  [{role}; {covered}]")
+        if loop.accumulators:
+            lines.append(f"    accumulators: {', '.join(loop.accumulators)}")
+        if loop.inductions:
+            lines.append(f"    inductions: {', '.join(loop.inductions)}")
+    lines.append("")
+    lines.append(f"serial reduction not covered by the grid: {report.serial_reduction_uncovered}")
+    lines.append(f"below one wave: {_fmt(report.below_one_wave)}   split-K candidate: {_fmt(report.split_k_candidate)}")
+    if report.chosen:
+        lines.append(f"chosen config: {report.chosen['config']} -> {report.chosen['label']}")
+    if report.padding:
+        lines.append(f"programs computing only padding heads: {_fmt(report.padding['padding_programs'])} "
+                     f"({report.padding['real_heads']} real of {report.padding['padded_heads']} heads)")
+    for config in report.configs:
+        for arch, usage in config.resources.items():
+            if usage and not usage.get("ok"):
+                lines.append(f"compile {config.label} {arch}: {usage.get('error')}")
+    if report.assumptions:
+        lines.append("assumptions:")
+        lines += [f"  - {a}" for a in report.assumptions]
+    if report.unresolved:
+        lines.append("unresolved:")
+        lines += [f"  - {u}" for u in report.unresolved]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Box side: one JSON object on stdout; 0 ok, 2 bad input, 1 failure."""
+    parser = argparse.ArgumentParser(prog="python -m tools.kernel_source", description=__doc__)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        report = analyze_from_args(args)
+    except BadInput as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # the box reports a failure as a result, with the reason
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(report.to_dict(), sort_keys=True))
+    return 0
