@@ -63,7 +63,7 @@ def preflight(target: Target, box: Box) -> None:
     if not software.get("torch"):
         raise BadInput("torch is not installed on the box (the reference engine needs it): pip install torch")
     backend, _ = backend_for(target, baseline(target))
-    if backend == "sglang-triton" and not software.get("sglang"):
+    if backend == "sglang-triton" and not software.get("sglang_dir"):
         raise BadInput(f"sglang is not installed on the box (the {target.engine.attention_env}=triton backend "
                        f"loads its kernel from sglang's source): {SGLANG_HINT}")
 

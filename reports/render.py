@@ -38,7 +38,7 @@ def num(finding: Finding | None, key: str, spec: str = ".3g", prefix: str = "") 
     if finding is None or key not in finding.numbers:
         return "-"
     number = finding.numbers[key]
-    value = pct(number.value) if number.unit == "" and "share" in key else fmt(number.value, spec, number.unit)
+    value = pct(number.value) if number.unit == "fraction" else fmt(number.value, spec, number.unit)
     return f"**{value}** ({finding_link(finding, prefix + 'findings/')}; {log_links(number.seqs, prefix)})"
 
 

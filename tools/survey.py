@@ -25,10 +25,20 @@ def _version(dist: str) -> str | None:
 
 
 def _package_dir(name: str) -> str | None:
-    spec = importlib.util.find_spec(name)
+    try:
+        spec = importlib.util.find_spec(name)
+    except ImportError:  # an import hook that refuses the package: as good as absent
+        return None
     if spec is None or not spec.submodule_search_locations:
         return None
     return list(spec.submodule_search_locations)[0]
+
+
+def _module_present(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ImportError:
+        return False
 
 
 def _nvidia_smi() -> dict:
@@ -88,7 +98,7 @@ def survey() -> dict:
             "sglang_dir": sglang_dir, "flash_mla": _version("sgl-flash-mla") or _version("flash_mla"),
             "flashinfer": _version("flashinfer-python") or _version("flashinfer"),
             # Our split-K kernel travels with this repository; the box has it only where the repo is.
-            "splitk_kernel": importlib.util.find_spec("tools.kernels.sparse_mla_decode") is not None,
+            "splitk_kernel": _module_present("tools.kernels.sparse_mla_decode"),
         },
     }
 

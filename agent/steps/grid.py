@@ -171,7 +171,7 @@ def read_grid(state: InvestigationState, session: Session) -> Finding:
             Table(title=f"Grid of {kernel}", columns=["shapes", "grid", "dims", "programs", "per declared SM",
                                                      "per box SM", "waves", "registers", "spill bytes", "occupancy share",
                                                      "padding programs", "split-K"], rows=rows,
-                  note=f"launcher {launcher.get('name', '?')} at {_display_path(launcher.get('file', ''), source_root)}:{launcher.get('line', '?')}; "
+                  note=f"launcher {launcher.get('function', '?')} at {_display_path(launcher.get('file', ''), source_root)}:{launcher.get('launch_line', launcher.get('line', '?'))}; "
                        "waves, registers and occupancy for each row's architecture (its first or chosen config)"),
             Table(title="Loops each program runs", columns=["shapes", "loop", "line", "trip count per config",
                                                            "accumulators", "reduction", "covered by grid"], rows=loop_rows),

@@ -115,8 +115,8 @@ def sweep_levers(state: InvestigationState, session: Session) -> Finding:
             "baseline_step_ms": Number(value=step_ms, unit="ms", label="baseline decode step (layers run)", seqs=base_seqs),
             "baseline_layer_ms": Number(value=layer_ms, unit="ms", label="baseline time per layer", seqs=base_seqs),
             "projected_step_ms": Number(value=layer_ms * target.model.layers, unit="ms", label=f"decode step, {projected}", seqs=base_seqs),
-            "noise_spread": Number(value=spread, unit="", label="baseline relative spread (max-min)/median", seqs=base_seqs),
-            "noise_threshold": Number(value=threshold, unit="", label=f"a lever moves only beyond max({noise.k} x spread, {noise.floor})"),
+            "noise_spread": Number(value=spread, unit="fraction", label="baseline relative spread (max-min)/median", seqs=base_seqs),
+            "noise_threshold": Number(value=threshold, unit="fraction", label=f"a lever moves only beyond max({noise.k} x spread, {noise.floor})"),
             "best_tok_s": Number(value=best, unit="tok/s", label="best measured setting", seqs=seqs),
             "goal_tok_s": Number(value=goal, unit="tok/s", label=f"goal at concurrency {target.goal.concurrency}"),
             "step_budget_ms": Number(value=target.goal.step_budget_ms, unit="ms", label="decode step budget for the goal"),
@@ -125,7 +125,7 @@ def sweep_levers(state: InvestigationState, session: Session) -> Finding:
                       note=f"tok/s {projected}; a lever counts beyond +/-{100 * threshold:.1f}%")],
         evidence=seqs,
         labels=interpretation_labels(state),
-        data={"device": device, "batch": batch, "baseline_runs": base_runs, "levers": lever_results,
+        data={"device": device, "batch": batch, "concurrency": target.goal.concurrency, "baseline_runs": base_runs, "levers": lever_results,
               "goal_met": goal_met, "layers_run": layers_run},
     )
 

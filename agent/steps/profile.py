@@ -71,13 +71,13 @@ def profile_decode(state: InvestigationState, session: Session) -> Finding:
         "idle_ms": Number(value=idle_ms, unit="ms", label="GPU idle inside the profiled window", seqs=seq),
         "window_ms": Number(value=merged.window_us / 1000, unit="ms", label="first to last kernel", seqs=seq),
         "total_ms": Number(value=kernel_ms + idle_ms, unit="ms", label="T = kernel time + idle time", seqs=seq),
-        "idle_share": Number(value=merged.idle_share, label="idle share of the window", seqs=seq),
+        "idle_share": Number(value=merged.idle_share, unit="fraction", label="idle share of the window", seqs=seq),
         "steps": Number(value=steps, unit="steps", label="decode steps profiled", seqs=seq),
         "batch": Number(value=batch, label="batch profiled"),
     }
     if top:
         numbers["dominant_ms"] = Number(value=top.total_us / 1000, unit="ms", label=f"{top.name} total", seqs=seq)
-        numbers["dominant_share"] = Number(value=top.share, label=f"{top.name} share of {unit} time", seqs=seq)
+        numbers["dominant_share"] = Number(value=top.share, unit="fraction", label=f"{top.name} share of {unit} time", seqs=seq)
         numbers["dominant_calls"] = Number(value=top.calls, unit="calls", label=f"{top.name} launches", seqs=seq)
         numbers["dominant_mean_us"] = Number(value=top.mean_us, unit="us", label=f"{top.name} mean", seqs=seq)
     return Finding(

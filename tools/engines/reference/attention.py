@@ -86,7 +86,9 @@ def torch_sparse_decode(
         extra_kv = _gather_kv_bf16(extra_k_cache, extra_indices.reshape(batch, -1).clamp(min=0))
         kv = torch.cat([kv, extra_kv], dim=1)
         invalid = torch.cat([invalid, _invalid_mask(extra_indices, extra_topk_length)], dim=1)
-    kv_f = kv.float()
+    # Masked slots still hold whatever bytes the cache has (fp8 NaN patterns included): zero them, as
+    # SGLang's fallback does, or 0 * NaN poisons the weighted sum.
+    kv_f = kv.float().masked_fill(invalid[:, :, None], 0.0)
     scores = torch.einsum("bhd,btd->bht", q.reshape(batch, heads, dim).float(), kv_f) * softmax_scale
     scores = scores.masked_fill(invalid[:, None, :], float("-inf"))
     lse = torch.logsumexp(scores, dim=-1)  # [B, H]

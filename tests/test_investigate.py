@@ -1,0 +1,200 @@
+"""Whole investigations on this machine (no GPU: the reference engine runs at reduced shapes under the
+Triton CPU interpreter), their runs' git history, replay, resume after kill -9, and bad input."""
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import git
+import pytest
+
+from agent import runner
+from conftest import DATA, ROOT, agent, events, finding, findings, only_run
+
+pytestmark = pytest.mark.slow
+
+
+def _commits(run: Path) -> list[git.Commit]:
+    return list(reversed(list(git.Repo(run).iter_commits("main"))))
+
+
+def test_dsv4_report_shows_kernel_grid_and_ceiling(dsv4_run):
+    report = (dsv4_run / "PROFILE_FINDINGS.md").read_text()
+    profile, grid, ceiling = (finding(dsv4_run, s) for s in ("profile", "grid", "ceiling"))
+    # the dominant kernel with its share, labelled as interpreter output
+    assert profile["data"]["dominant"]["name"] == "_tiled_sparse_decode_kernel"
+    assert "cpu-interpreter" in profile["labels"]
+    assert "CPU-interpreter measurements" in report
+    share = profile["numbers"]["dominant_share"]["value"]
+    assert f"{100 * share:.1f}%" in report
+    # its grid as read from the source, at the deployment's per-rank shapes, against the declared 188 SMs
+    deployment_b1 = next(r for r in grid["data"]["reports"] if r["point"]["label"] == "deployment B=1")
+    assert deployment_b1["report"]["grid_expr"] == "(B, H)"
+    assert deployment_b1["point"]["shapes"]["H"] == 64  # 16 heads a rank at TP4, padded to 64
+    assert grid["numbers"]["programs_b1"]["value"] == 64
+    assert grid["numbers"]["coverage_declared"]["value"] == pytest.approx(64 / 188)
+    assert "| deployment B=1 | (B, H) | 1x64 | 64 | 0.3404 |" in report
+    assert deployment_b1["point"]["batch"] * (64 - 16) == 48  # programs that compute padding at B=1
+    # the Amdahl ceiling, recomputed here from the profile's numbers
+    total = profile["numbers"]["total_ms"]["value"]
+    part = profile["numbers"]["dominant_ms"]["value"]
+    assert ceiling["numbers"]["instant_speedup"]["value"] == pytest.approx(total / (total - part))
+    assert "T / (T - t)" in report
+    # and the published case from its raw inputs
+    assert ceiling["numbers"]["published_instant_speedup"]["value"] == pytest.approx(3830 / 1418)
+    assert "T / (T - t) = 2.70x, so 23 tok/s becomes 62 tok/s" in report
+
+
+def test_every_number_in_the_report_links_to_its_finding_and_log_line(dsv4_run):
+    report = (dsv4_run / "PROFILE_FINDINGS.md").read_text()
+    lines = len((dsv4_run / "log.jsonl").read_text().splitlines())
+    links = [part.split(")")[0] for part in report.split("(log.jsonl#L")[1:]]
+    assert links and all(1 <= int(n) <= lines for n in links)
+    for f in findings(dsv4_run):
+        for number in f["numbers"].values():
+            for seq in number["seqs"]:
+                assert events(dsv4_run)[seq - 1]["kind"] == "tool_call"
+
+
+def test_one_commit_per_finding(dsv4_run):
+    commits = _commits(dsv4_run)
+    stems = [f"{f['index']:02d} {f['step']}" for f in findings(dsv4_run)]
+    assert [c.message.split(":")[0] for c in commits] == stems
+    assert commits[-1].message.startswith(f"{len(stems):02d} report:")
+    assert "PROFILE_FINDINGS.md" in commits[-1].tree
+
+
+def test_replay_is_byte_identical(dsv4_run, tmp_path):
+    out = agent("replay", dsv4_run, "--out", tmp_path / "replay")
+    assert out.returncode == 0, out.stderr
+    replayed = tmp_path / "replay"
+    assert [c.hexsha for c in _commits(replayed)] == [c.hexsha for c in _commits(dsv4_run)]
+    assert (replayed / "PROFILE_FINDINGS.md").read_bytes() == (dsv4_run / "PROFILE_FINDINGS.md").read_bytes()
+    for path in (dsv4_run / "findings").iterdir():
+        assert (replayed / "findings" / path.name).read_bytes() == path.read_bytes()
+    assert "replay identical" in out.stdout
+
+
+def test_the_split_k_step_ran_and_checked_its_kernel(dsv4_run):
+    decision = [e for e in events(dsv4_run) if e["kind"] == "decision"]
+    assert decision and decision[0]["choice"] == "splitk" and decision[0]["asked"] == "auto"
+    splitk = finding(dsv4_run, "splitk")
+    assert splitk["numbers"]["kernel_speedup"]["value"] > 0
+    assert splitk["data"]["check"]["ok"] is True
+
+
+def test_other_shapes_give_numbers_that_follow_from_them(other_run):
+    grid = finding(other_run, "grid")
+    rows = {r["point"]["label"]: r for r in grid["data"]["reports"]}
+    b1, b16 = rows["deployment B=1"], rows["deployment B=16"]
+    assert b1["point"]["shapes"]["H"] == 16 and b1["report"]["programs"] == 16  # TP1: no padding
+    assert b16["report"]["programs"] == 16 * 16
+    assert grid["numbers"]["coverage_declared"]["value"] == pytest.approx(16 / 170)
+    assert b1["report"]["sms"] == 170
+    report = (other_run / "PROFILE_FINDINGS.md").read_text()
+    assert "| deployment B=1 | (B, H) | 1x16 | 16 | 0.09412 |" in report
+    decision = [e for e in events(other_run) if e["kind"] == "decision"]
+    assert decision[0]["choice"] == "stop"
+    assert not any(f["step"] == "splitk" for f in findings(other_run))
+
+
+def test_replay_diverges_when_a_step_asks_for_a_different_call(other_run, tmp_path, monkeypatch):
+    import agent.engines as engines
+
+    original = engines.bench_spec
+
+    def changed(*args, **kwargs):
+        spec = original(*args, **kwargs)
+        spec["seed"] = 1
+        return spec
+
+    monkeypatch.setattr(engines, "bench_spec", changed)
+    outcome = runner.replay(other_run, tmp_path / "replay")
+    assert outcome.exit_code == 1 and outcome.status == "diverged"
+    first_bench = next(e for e in events(other_run) if e["kind"] == "tool_call" and e["tool"] == "engine.bench")
+    assert f"log line {first_bench['seq']}" in outcome.message and "engine.bench" in outcome.message
+
+
+def test_replay_diverges_when_a_step_decides_differently(other_run, tmp_path, monkeypatch):
+    import agent.steps.levers as levers
+
+    original = levers.noise_band
+    monkeypatch.setattr(levers, "noise_band", lambda values, k, floor: original(values, k, floor + 0.5))
+    outcome = runner.replay(other_run, tmp_path / "replay")
+    assert outcome.exit_code == 1
+    assert "finding 02-levers differs" in outcome.message
+    assert not (tmp_path / "replay" / "PROFILE_FINDINGS.md").exists()
+
+
+def test_kill_9_during_levers_then_resume(tmp_path):
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen([sys.executable, "-m", "agent", "investigate", DATA / "targets" / "other-shapes.yaml",
+                             "--runs-dir", runs, "--decide", "stop"], cwd=ROOT, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 600
+    run = None
+    while time.monotonic() < deadline:
+        logs = list(runs.glob("*/log.jsonl")) if runs.exists() else []
+        if logs:
+            run = logs[0].parent
+            if any(e["kind"] == "tool_result" and e["step"] == "levers" for e in events(run)):
+                break
+        time.sleep(0.2)
+    else:
+        pytest.fail("the run never reached the levers step")
+    os.killpg(proc.pid, signal.SIGKILL)  # the agent and the engine it is running, mid-levers
+    proc.wait()
+    status = json.loads(agent("runs", "--runs-dir", runs, "--json").stdout)
+    assert status[0]["status"] == "interrupted"
+    assert not (run / "PROFILE_FINDINGS.md").exists()
+    done = agent("investigate", "--resume", run, "--decide", "stop")
+    assert done.returncode == 0, done.stderr[-3000:]
+    log = events(run)
+    assert max(e["attempt"] for e in log) == 2
+    assert sum(1 for e in log if e["kind"] == "tool_call" and e["tool"] == "box.survey") == 1  # survey not redone
+    commits = _commits(run)
+    assert [c.message[:2] for c in commits] == [f"{i:02d}" for i in range(1, len(commits) + 1)]
+    assert len(commits) == len(findings(run))
+    assert json.loads(agent("runs", "--runs-dir", runs, "--json").stdout)[0]["status"] == "done"
+
+
+def _one_line_error(out: subprocess.CompletedProcess) -> str:
+    assert out.returncode == 2, (out.returncode, out.stderr)
+    assert out.stderr.count("\n") == 1, out.stderr
+    return out.stderr
+
+
+def test_bad_input_is_one_line_and_leaves_no_run(tmp_path):
+    runs = tmp_path / "runs"
+    assert "unknown target" in _one_line_error(agent("investigate", "no-such-target", "--runs-dir", runs))
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: x\ngoal: {output_tok_s: 1000\n")
+    assert "malformed YAML" in _one_line_error(agent("investigate", broken, "--runs-dir", runs))
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    assert "cannot be created" in _one_line_error(agent("investigate", "dsv4-flash", "--runs-dir", blocker / "runs"))
+    assert not runs.exists() or not any(runs.iterdir())
+
+
+def test_missing_sglang_is_one_line_and_leaves_no_run(tmp_path):
+    # Stand-in for a box without sglang: a sitecustomize on the box's PYTHONPATH hides the package
+    # from the import system (uninstalling it would break the other tests).
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class _Hide:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'sglang' or name.startswith('sglang.'):\n"
+        "            raise ModuleNotFoundError(name)\n"
+        "sys.meta_path.insert(0, _Hide())\n")
+    runs = tmp_path / "runs"
+    out = agent("investigate", "dsv4-flash", "--runs-dir", runs, env={"PYTHONPATH": str(hide)})
+    assert "sglang is not installed on the box" in _one_line_error(out)
+    assert "pip install --no-deps sglang==0.5.23" in out.stderr
+    assert not runs.exists() or not any(runs.iterdir())
