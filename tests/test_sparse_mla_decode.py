@@ -1,0 +1,169 @@
+"""Split-K sparse MLA decode (tools/kernels/sparse_mla_decode.py) on the CPU.
+
+The kernels run under the Triton interpreter in real subprocesses of the tool's CLI
+(``TRITON_INTERPRET=1`` must be set before Triton is imported, which a pytest process shared with
+other tests cannot promise). Each run draws fresh inputs (the CLI seeds from the clock) with invalid
+indices, empty and short rows, top-k 150 (no multiple of the 32- or 64-token tile), duplicated
+indices and clustered runs, and poisons every output and partial buffer with NaN first. Two splits
+of 150 tokens hold several tiles each, so the in-kernel online softmax, the split merge and the
+two-cache merge are all exercised; breaking any of them fails these tests (checked by hand: an
+unweighted merge, a dropped split, a missing rescale and a natural-log partial LSE each fail).
+The same check at H = 16 and 64 on an H200 is committed in benchmarks/results/sparse_mla_decode.json.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tools.kernels import sparse_mla_decode as smd
+from tools.kernels import sparse_mla_decode_cli as cli
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _interpreted(args: list[str], timeout: int = 600) -> subprocess.CompletedProcess:
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(REPO))
+    return subprocess.run(
+        [sys.executable, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "heads,config,splits,with_upstream",
+    # The upstream kernel does not depend on our tile shape: compared twice, not for every shape.
+    [(4, "small", 2, True), (8, "medium", 2, False), (8, "large", 2, False), (8, "auto", None, True)],
+)
+def test_check_matches_reference_and_upstream(heads, config, splits, with_upstream):
+    args = ["-m", "tools.kernels.sparse_mla_decode", "check", "--batch", "3", "--topk", "150"]
+    args += ["--heads", str(heads), "--device", "cpu", "--config", config]
+    if splits:
+        args += ["--num-splits", str(splits)]
+    if not with_upstream:
+        args += ["--no-upstream"]
+    proc = _interpreted(args)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert result["ok"]
+    assert set(result["variants"]) == set(cli.VARIANTS)
+    for res in result["variants"].values():
+        if splits:
+            assert res["splits"] == splits
+        ref = res["vs_reference"]
+        assert ref["all_written"]
+        assert ref["lse_neg_inf_mismatch"] == 0
+        assert ref["out_norm_rel"] <= cli.OUT_NORM_REL_MAX
+        assert ref["lse_max_abs"] <= cli.LSE_ABS_MAX
+        assert ("vs_upstream" in res) == with_upstream
+        if with_upstream:
+            up = res["vs_upstream"]
+            assert up["all_written"] and up["lse_neg_inf_mismatch"] == 0
+            assert up["out_norm_rel"] <= cli.OUT_NORM_REL_MAX_VS_UPSTREAM
+            assert up["lse_max_abs"] <= cli.LSE_ABS_MAX
+
+
+def _merge_partials_wrongly() -> dict:
+    """Runs in a TRITON_INTERPRET=1 subprocess: the kernel's real split partials, merged right (by
+    the combine kernel) and wrong (in torch) three ways, each compared with the reference."""
+    from tools.kernels import dsv4_cache
+
+    batch, topk, heads, splits = 3, 150, 4, 2
+    case = cli.make_case(batch, topk, heads, "cpu", int.from_bytes(os.urandom(4), "little"), topk_length=False)
+    nan = float("nan")
+    out = torch.full((batch, 1, heads, 512), nan, dtype=torch.bfloat16)
+    lse = torch.full((batch, heads), nan)
+    o_part = torch.full((batch, splits, heads, 512), nan)
+    lse_part = torch.full((batch, splits, heads), nan)
+    smd.sparse_mla_decode_into(out, lse, (o_part, lse_part), *cli._call_args(case), num_splits=splits)
+    ref_out, ref_lse = dsv4_cache.reference_sparse_decode(case["q"], case["k_cache"], case["indices"])
+
+    def merged(weights: torch.Tensor, lse_nat: torch.Tensor):
+        o = (weights.unsqueeze(-1) * o_part).sum(1) / weights.sum(1).unsqueeze(-1)
+        return o.view(batch, 1, heads, 512), lse_nat.view(batch, heads, 1)
+
+    lse2 = lse_part  # base 2
+    top = lse2.max(dim=1, keepdim=True).values
+    w = torch.exp2(lse2 - top)
+    right_lse = (top.squeeze(1) + torch.log2(w.sum(1))) * math.log(2)
+    cases = {
+        "combine_kernel": (out, lse.view(batch, heads, 1)),
+        "torch_right": merged(w, right_lse),
+        "equal_weights": merged(torch.ones_like(w), right_lse),
+        "natural_exp_weights": merged(torch.exp(lse2 - top), right_lse),
+        "last_split_dropped": merged(
+            torch.cat([w[:, :-1], torch.zeros_like(w[:, -1:])], 1),
+            (top.squeeze(1) + torch.log2(w[:, :-1].sum(1))) * math.log(2),
+        ),
+    }
+    return {name: cli.compare(o, l, ref_out, ref_lse) for name, (o, l) in cases.items()}
+
+
+@pytest.mark.slow
+def test_check_rejects_wrong_merges_of_real_partials():
+    proc = _interpreted([str(Path(__file__).resolve()), "merge-partials"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(proc.stdout)
+    assert cli._verdict(res["combine_kernel"], cli.OUT_NORM_REL_MAX)
+    assert cli._verdict(res["torch_right"], cli.OUT_NORM_REL_MAX)
+    for wrong in ("equal_weights", "natural_exp_weights", "last_split_dropped"):
+        assert not cli._verdict(res[wrong], cli.OUT_NORM_REL_MAX), (wrong, res[wrong])
+
+
+def test_split_heuristic():
+    # One wave of programs on the H200's 132 SMs at the large shape, not a 1.5-wave 3-split grid;
+    # the split counts the H200 sweep measured fastest (benchmarks/results/sparse_mla_decode_run3_sweep.json).
+    assert smd.choose_num_splits(64, 2048, 64, 132) == 2
+    assert smd.choose_num_splits(16, 2048, 64, 132) == 8
+    assert smd.choose_num_splits(4, 2048, 64, 132) == 16
+    assert smd.choose_num_splits(1, 512, 64, 132) == 16
+    assert smd.choose_num_splits(1, 2048, 64, 132) == 64
+    # A batch that fills the chip many times over gains nothing from splitting.
+    assert smd.choose_num_splits(2000, 2048, 64, 132) == 1
+    for batch in (1, 3, 16, 64, 200):
+        for topk in (1, 31, 128, 512, 2048, 8192):
+            for heads in (4, 16, 64):
+                cfg = smd.choose_config(batch, topk, heads)
+                splits = smd.choose_num_splits(batch, topk, heads, 132)
+                assert 1 <= splits <= min(-(-topk // cfg.block_t), smd.MAX_SPLITS)
+
+
+def test_config_regimes():
+    assert smd.choose_config(1, 512, 64) is smd.SMALL
+    assert smd.choose_config(64, 2048, 16) is smd.SMALL
+    assert smd.choose_config(4, 2048, 64) is smd.MEDIUM
+    assert smd.choose_config(64, 2048, 64) is smd.LARGE
+    assert smd.LARGE.block_h == 64  # all 64 heads share each gathered tile at large batch
+
+
+def test_bad_inputs_rejected():
+    q = torch.zeros(2, 1, 4, 256, dtype=torch.bfloat16)
+    cache = torch.zeros(1, 64, 1, 584, dtype=torch.uint8).view(torch.float8_e4m3fn)
+    idx = torch.zeros(2, 1, 8, dtype=torch.int32)
+    with pytest.raises(ValueError, match="q must be"):
+        smd.sparse_mla_decode(q, cache, idx, None, None, 512, None)
+    q = torch.zeros(2, 1, 4, 512, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="head_dim_v"):
+        smd.sparse_mla_decode(q, cache, idx, None, None, 448, None)
+    with pytest.raises(ValueError, match="num_splits"):
+        smd.plan_splits(2, 8, 4, torch.device("cpu"), num_splits=0)
+
+
+def test_cli_bad_input_exits_2():
+    proc = subprocess.run(
+        [sys.executable, "-m", "tools.kernels.sparse_mla_decode", "check", "--batch", "0", "--topk", "8"],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["merge-partials"]:
+    print(json.dumps(_merge_partials_wrongly(), sort_keys=True))
