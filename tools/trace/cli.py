@@ -1,0 +1,110 @@
+"""Human-facing ``python -m agent trace FILE... [--json] [--by-rank] [--top N] [--categories FILE]``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .events import TraceFormatError
+from .records import RankSummary, TraceSummary
+from .summary import CPU_HOST, summarize
+
+NAME_WIDTH = 110
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("files", nargs="+", metavar="FILE", help="PyTorch-profiler traces (.json, .json.gz), one per rank or merged")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument("--by-rank", action="store_true", help="also one table per rank")
+    parser.add_argument("--top", type=int, default=20, metavar="N", help="kernels shown per table (default 20)")
+    parser.add_argument(
+        "--categories",
+        metavar="FILE",
+        help="JSON list of [category, regex] pairs replacing the default kernel category table",
+    )
+
+
+def load_category_rules(path: str | None) -> list | None:
+    """The category table from a JSON file, or None for the default; ValueError when unreadable."""
+    if path is None:
+        return None
+    try:
+        rules = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"--categories {path}: {exc}") from exc
+    if not isinstance(rules, list):
+        raise ValueError(f"--categories {path}: expected a JSON list of [category, regex] pairs")
+    return rules
+
+
+def _us(value: float) -> str:
+    return f"{value:,.1f}"
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.2f}%"
+
+
+def _table(title: str, summary: RankSummary, top: int) -> list[str]:
+    lines = [
+        title,
+        f"  window {_us(summary.window_us)} us  kernel time {_us(summary.kernel_time_us)} us  "
+        f"busy {_us(summary.busy_us)} us  idle {_us(summary.idle_us)} us ({_pct(summary.idle_share)} of window)  "
+        f"steps {summary.steps}  devices {summary.devices}",
+    ]
+    if summary.cuda_graph.launches:
+        lines.append(f"  CUDA graphs: {summary.cuda_graph.note}")
+    header = f"  {'#':>3}  {'share':>7}  {'total us':>14}  {'calls':>7}  {'mean us':>11}  {'category':<18}  name"
+    lines.append(header)
+    for index, row in enumerate(summary.kernels[:top], start=1):
+        name = row.name if len(row.name) <= NAME_WIDTH else row.name[: NAME_WIDTH - 3] + "..."
+        lines.append(
+            f"  {index:>3}  {_pct(row.share):>7}  {_us(row.total_us):>14}  {row.calls:>7}  {_us(row.mean_us):>11}  "
+            f"{row.category:<18}  {name}"
+        )
+    rest = summary.kernels[top:]
+    if rest:
+        rest_time = sum(row.total_us for row in rest)
+        share = rest_time / summary.kernel_time_us if summary.kernel_time_us > 0 else None
+        lines.append(f"  ... {len(rest)} more kernels, {_us(rest_time)} us ({_pct(share)})")
+    used = [(name, total) for name, total in summary.categories.items() if total > 0]
+    if used and summary.kernel_time_us > 0:
+        used.sort(key=lambda item: -item[1])
+        lines.append("  categories: " + " | ".join(f"{name} {_pct(total / summary.kernel_time_us)}" for name, total in used))
+    return lines
+
+
+def format_summary(summary: TraceSummary, top: int = 20) -> str:
+    """A readable report of a summary: warnings first, the merged table, then one per rank if present."""
+    kind = "CPU-only trace: host ranges, interpreter/CPU times" if summary.kind == CPU_HOST else "GPU kernels"
+    lines = [f"{len(summary.files)} trace file(s), {kind}"]
+    for file in summary.files:
+        lines.append(f"  {file.path}  ranks {', '.join(file.ranks) or '-'}  {file.events:,} events")
+    if summary.cuda_graph.hidden:
+        lines.append("!! NOT RANKED: " + summary.cuda_graph.note)
+    for note in summary.notes:
+        if note != summary.cuda_graph.note:
+            lines.append("note: " + note)
+    lines.append("")
+    title = "all ranks" if len(summary.ranks) > 1 or sum(len(f.ranks) for f in summary.files) > 1 else "kernels"
+    lines.extend(_table(title, summary.merged, top))
+    for key, rank in summary.ranks.items():
+        lines.append("")
+        lines.extend(_table(f"rank {key}", rank, top))
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the kernel table (or JSON with --json); 2 on bad input, with a one-line message."""
+    try:
+        summary = summarize(args.files, by_rank=args.by_rank, categories=load_category_rules(args.categories))
+    except (TraceFormatError, ValueError) as exc:
+        print(f"trace: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(summary.to_dict(), indent=2, sort_keys=True))
+    else:
+        print(format_summary(summary, top=max(args.top, 0)))
+    return 0

@@ -1,0 +1,337 @@
+"""One streaming pass over each trace file, then per-rank and merged summaries."""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import ranks as rank_labels
+from .categories import DEFAULT_RULES, categorizer, category_names, validate_rules
+from .cuda_graph import GRAPH_LAUNCH, RUNTIME_CATEGORIES, graph_info, merge_graph_info
+from .events import TraceFormatError, iter_record_batches
+from .host import HOST_RANGE_CATEGORIES, PROFILER_STEP, is_work_range, outermost
+from .kernels import NameDurations, category_totals, kernel_rows, merge_durations
+from .records import CudaGraphInfo, RankSummary, TraceFile, TraceSummary
+from .timeline import timeline
+
+# Device activity: kernels, and memory copies/sets, which occupy the GPU's copy or compute engines.
+DEVICE_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+
+GPU = "gpu"
+CPU_HOST = "cpu-host"
+
+CPU_HOST_NOTE = (
+    "CPU-only trace (no device activity): the kernels are the outermost host ranges on each thread "
+    "(aten ops, record_function ranges named after Triton kernels run by the interpreter); their times "
+    "are CPU/interpreter wall times, not GPU kernel times"
+)
+
+
+@dataclass
+class RankEvents:
+    """What one pass keeps of one rank's events (compact arrays, not the events)."""
+
+    # kernel name -> its durations (summed exactly at the end, so that neither the order of the
+    # events nor the grouping into ranks can change a total's last digit)
+    device_durations: NameDurations = field(default_factory=dict)
+    # device key (the event's pid) -> (starts, durations)
+    device_intervals: dict = field(default_factory=dict)
+    kernel_correlations: array = field(default_factory=lambda: array("q"))
+    graph_launches: array = field(default_factory=lambda: array("q"))
+    runtime_calls: int = 0
+    steps: int = 0
+    # (pid, tid) -> (starts, durations, name ids); only used when the trace has no device activity
+    host_ranges: dict = field(default_factory=dict)
+    # name -> id in host_name_list, or a negative marker for ProfilerStep#N / profiler-internal names
+    host_names: dict = field(default_factory=dict)
+    host_name_list: list = field(default_factory=list)
+
+    @property
+    def device_events(self) -> int:
+        return len(self.kernel_correlations)
+
+    def is_empty(self) -> bool:
+        return not (self.device_events or self.runtime_calls or self.host_ranges or self.steps)
+
+    def absorb(self, other: RankEvents) -> None:
+        """Add another accumulator of the same rank (events of one rank split across pid labels)."""
+        self.device_durations = merge_durations([self.device_durations, other.device_durations])
+        for key, (starts, durs) in other.device_intervals.items():
+            mine = self.device_intervals.setdefault(key, (array("d"), array("d")))
+            mine[0].extend(starts)
+            mine[1].extend(durs)
+        self.kernel_correlations.extend(other.kernel_correlations)
+        self.graph_launches.extend(other.graph_launches)
+        self.runtime_calls += other.runtime_calls
+        self.steps += other.steps
+        for thread, (starts, durs, ids) in other.host_ranges.items():
+            mine = self.host_ranges.setdefault(thread, (array("d"), array("d"), array("l")))
+            mine[0].extend(starts)
+            mine[1].extend(durs)
+            for i in ids:
+                name = other.host_name_list[i]
+                name_id = self.host_names.get(name)
+                if name_id is None:
+                    name_id = self.host_names[name] = _host_name_id(name, self)
+                mine[2].append(name_id)
+
+
+_STEP = -1
+_NOT_WORK = -2
+
+
+def _host_name_id(name: object, acc: RankEvents) -> int:
+    """Id of a host range name in acc's name list; _STEP / _NOT_WORK for ranges that are not work."""
+    if not isinstance(name, str):
+        return _NOT_WORK
+    if PROFILER_STEP.match(name):
+        return _STEP
+    if not is_work_range(name):
+        return _NOT_WORK
+    acc.host_name_list.append(name)
+    return len(acc.host_name_list) - 1
+
+
+def read_rank_events(path: str | Path) -> tuple[int, dict, dict[str | None, RankEvents]]:
+    """Stream one file: (events read, top-level metadata, accumulators by pid rank label or None)."""
+    metadata: dict = {}
+    by_label: dict[str | None, RankEvents] = {}
+    by_pid: dict = {}
+    count = 0
+    rank_from_pid = rank_labels.rank_from_pid
+    for batch in iter_record_batches(path, metadata):
+        for event in batch:
+            count += 1
+            if event.ph != "X":
+                continue
+            pid = event.pid
+            try:
+                acc = by_pid[pid]
+            except KeyError:
+                label = rank_from_pid(pid)
+                acc = by_label.get(label)
+                if acc is None:
+                    acc = by_label[label] = RankEvents()
+                by_pid[pid] = acc
+            except TypeError as exc:
+                raise TraceFormatError(f"{path}: event {count} has an unhashable pid {pid!r}") from exc
+            cat = event.cat
+            if cat in DEVICE_CATEGORIES:
+                name = event.name
+                dur = event.dur
+                args = event.args
+                try:
+                    durations = acc.device_durations.get(name)
+                    if durations is None:
+                        durations = acc.device_durations[name] = array("d")
+                    durations.append(dur)
+                    intervals = acc.device_intervals.get(pid)
+                    if intervals is None:
+                        intervals = acc.device_intervals[pid] = (array("d"), array("d"))
+                    intervals[0].append(event.ts)
+                    intervals[1].append(dur)
+                    acc.kernel_correlations.append(-1 if args is None else args.correlation)
+                except TypeError as exc:
+                    raise TraceFormatError(f"{path}: device event {count} ({name!r}) lacks a numeric ts/dur/correlation") from exc
+            elif cat in HOST_RANGE_CATEGORIES:
+                name = event.name
+                name_id = acc.host_names.get(name)
+                if name_id is None:
+                    name_id = acc.host_names[name] = _host_name_id(name, acc)
+                if name_id < 0:
+                    if name_id == _STEP:
+                        acc.steps += 1
+                    continue
+                thread = (pid, event.tid)
+                ranges = acc.host_ranges.get(thread)
+                if ranges is None:
+                    ranges = acc.host_ranges[thread] = (array("d"), array("d"), array("l"))
+                try:
+                    ranges[0].append(event.ts)
+                    ranges[1].append(event.dur)
+                except TypeError as exc:
+                    raise TraceFormatError(f"{path}: host event {count} ({name!r}) lacks a numeric ts/dur") from exc
+                ranges[2].append(name_id)
+            elif cat in RUNTIME_CATEGORIES:
+                acc.runtime_calls += 1
+                name = event.name
+                if isinstance(name, str) and GRAPH_LAUNCH.match(name):
+                    args = event.args
+                    try:
+                        acc.graph_launches.append(-1 if args is None else args.correlation)
+                    except TypeError as exc:
+                        raise TraceFormatError(f"{path}: graph launch {count} has a non-integer correlation") from exc
+    return count, metadata, by_label
+
+
+@dataclass
+class _Part:
+    """A rank's numbers before they become a RankSummary (kept for merging)."""
+
+    durations: NameDurations
+    window_us: float
+    busy_us: float
+    steps: int
+    devices: int
+    cuda_graph: CudaGraphInfo
+
+
+def _gpu_part(acc: RankEvents) -> _Part:
+    window = busy = 0.0
+    for starts, durs in acc.device_intervals.values():
+        line = timeline(starts, durs)
+        window += line.window_us
+        busy += line.busy_us
+    return _Part(
+        durations=acc.device_durations,
+        window_us=window,
+        busy_us=busy,
+        steps=acc.steps,
+        devices=len(acc.device_intervals),
+        cuda_graph=graph_info(acc.graph_launches, acc.kernel_correlations),
+    )
+
+
+def _host_part(acc: RankEvents) -> _Part:
+    names = acc.host_name_list
+    durations: NameDurations = {}
+    per_process: dict = {}
+    for (pid, _tid), (starts, durs, ids) in acc.host_ranges.items():
+        process = per_process.setdefault(pid, ([], []))
+        for i in outermost(starts, durs):
+            start, dur = starts[i], durs[i]
+            name = names[ids[i]]
+            row = durations.get(name)
+            if row is None:
+                row = durations[name] = array("d")
+            row.append(dur)
+            process[0].append(start)
+            process[1].append(dur)
+    window = busy = 0.0
+    for starts, durs in per_process.values():
+        line = timeline(starts, durs)
+        window += line.window_us
+        busy += line.busy_us
+    return _Part(
+        durations=durations,
+        window_us=window,
+        busy_us=busy,
+        steps=acc.steps,
+        devices=sum(1 for starts, _ in per_process.values() if starts),
+        cuda_graph=CudaGraphInfo(),
+    )
+
+
+def _summary(part: _Part, categorize: Callable[[str], str], categories: list[str]) -> RankSummary:
+    rows, kernel_time = kernel_rows(part.durations, categorize)
+    idle = part.window_us - part.busy_us
+    return RankSummary(
+        window_us=part.window_us,
+        kernel_time_us=kernel_time,
+        busy_us=part.busy_us,
+        idle_us=idle,
+        idle_share=(idle / part.window_us) if part.window_us > 0 else None,
+        steps=part.steps,
+        devices=part.devices,
+        kernels=rows,
+        categories=category_totals(part.durations, rows, categories),
+        cuda_graph=part.cuda_graph,
+    )
+
+
+def _file_rank(path: str, metadata: dict, default: str) -> str:
+    return rank_labels.rank_from_filename(path) or rank_labels.rank_from_metadata(metadata) or default
+
+
+def summarize(
+    paths: Sequence[str | Path],
+    *,
+    by_rank: bool = False,
+    categories: Sequence[Sequence[str]] | None = None,
+) -> TraceSummary:
+    """Kernel tables, categories, window/busy/idle and CUDA-graph accounting for trace files.
+
+    paths: PyTorch-profiler Chrome traces (.json or .json.gz), one per rank (rank from SGLang's
+    ``-TP-N`` file label, else ``distributedInfo.rank``) and/or merged files (rank from the pid
+    label SGLang's merger writes). by_rank: also fill ``ranks`` with each rank's summary.
+    categories: a [category, regex] table replacing categories.DEFAULT_RULES.
+    Raises ValueError (TraceFormatError for unreadable files) on bad input: no paths, a missing or
+    malformed file, two files holding the same rank, GPU and CPU-only traces mixed, nothing to count.
+    """
+    if not paths:
+        raise ValueError("no trace files given")
+    rules = validate_rules(categories) if categories is not None else DEFAULT_RULES
+    categorize = categorizer(rules)
+    names = category_names(rules)
+
+    per_rank: dict[str, RankEvents] = {}
+    owner: dict[str, str] = {}
+    files = []
+    file_has_device: dict[str, bool] = {}
+    for raw_path in paths:
+        path = str(raw_path)
+        count, metadata, by_label = read_rank_events(path)
+        default = "0" if len(paths) == 1 else Path(path).name
+        file_rank = _file_rank(path, metadata, default)
+        found: dict[str, RankEvents] = {}
+        for label, acc in by_label.items():
+            if acc.is_empty():
+                continue
+            key = label if label is not None else file_rank
+            if key in found:
+                found[key].absorb(acc)
+            else:
+                found[key] = acc
+        for key, acc in found.items():
+            if key in per_rank:
+                raise ValueError(f"{owner[key]} and {path} both hold rank {key}")
+            per_rank[key] = acc
+            owner[key] = path
+        file_has_device[path] = any(acc.device_events or acc.runtime_calls for acc in found.values())
+        files.append(TraceFile(path=path, ranks=tuple(sorted(found, key=rank_labels.rank_sort_key)), events=count))
+
+    if not per_rank:
+        raise ValueError(f"no kernels, CUDA calls or host ranges in {', '.join(str(p) for p in paths)}")
+    kind = GPU if any(file_has_device.values()) else CPU_HOST
+    if kind == GPU and not all(file_has_device.values()):
+        cpu_only = [p for p, has in file_has_device.items() if not has]
+        raise ValueError(f"cannot merge GPU traces with CPU-only traces ({', '.join(cpu_only)})")
+
+    notes = []
+    parts = {}
+    for key in sorted(per_rank, key=rank_labels.rank_sort_key):
+        acc = per_rank[key]
+        parts[key] = _gpu_part(acc) if kind == GPU else _host_part(acc)
+        if kind == GPU and acc.device_events == 0 and not acc.graph_launches:
+            notes.append(
+                f"rank {key}: {acc.runtime_calls} CUDA runtime calls on the host but no device activity in the trace "
+                "(was the profiler run without ProfilerActivity.CUDA?)"
+            )
+
+    merged_part = _Part(
+        durations=merge_durations(part.durations for part in parts.values()),
+        window_us=math.fsum(part.window_us for part in parts.values()),
+        busy_us=math.fsum(part.busy_us for part in parts.values()),
+        steps=max(part.steps for part in parts.values()),
+        devices=sum(part.devices for part in parts.values()),
+        cuda_graph=merge_graph_info([part.cuda_graph for part in parts.values()]),
+    )
+    merged = _summary(merged_part, categorize, names)
+    if kind == CPU_HOST:
+        notes.insert(0, CPU_HOST_NOTE)
+    if merged.cuda_graph.hidden:
+        notes.insert(0, merged.cuda_graph.note)
+    if kind == GPU and not merged.kernels and not merged.cuda_graph.hidden and not notes:
+        notes.append("no device activity in the trace")
+    return TraceSummary(
+        kind=kind,
+        files=tuple(files),
+        merged=merged,
+        ranks={key: _summary(part, categorize, names) for key, part in parts.items()} if by_rank else {},
+        cuda_graph=merged.cuda_graph,
+        notes=tuple(notes),
+        category_rules=tuple(rules),
+    )
