@@ -116,6 +116,11 @@ class Engine(_Strict):
         description="kernel arguments the grid step pins when it compiles the kernel for registers "
                     "(e.g. has_topk_len: 1 when the engine passes valid lengths)",
     )
+    what_if_backends: dict[str, list[int]] = Field(
+        default_factory=dict,
+        description="reference-engine backends for fast paths the declared hardware is gated out of, with "
+                    "the SM versions whose gates let the engine take them (measured on such a box, as a what-if)",
+    )
     gpu: ReferenceShapes = Field(default_factory=ReferenceShapes)
     cpu: ReferenceShapes = Field(default_factory=ReferenceShapes)
     timeout_s: PositiveInt = 1200

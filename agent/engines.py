@@ -19,11 +19,13 @@ NOT_IN_REFERENCE = {"flashinfer": "the reference engine has no FlashInfer backen
 
 @dataclass(frozen=True)
 class Setting:
-    """One configuration to benchmark: the deployment's, or it with one lever applied."""
+    """One configuration to benchmark: the deployment's, or it with one lever applied; ``backend``
+    names an engine backend directly (a what-if path the declared hardware cannot take)."""
 
     label: str
     env: dict[str, str]
     options: dict[str, Any]
+    backend: str | None = None
 
 
 def baseline(target: Target) -> Setting:
@@ -36,6 +38,8 @@ def with_lever(target: Target, lever: Lever) -> Setting:
 
 def backend_for(target: Target, setting: Setting) -> tuple[str | None, str]:
     """The reference engine's attention backend for a setting, or None and the reason it cannot run."""
+    if setting.backend:
+        return setting.backend, f"backend {setting.backend} (what-if)"
     value = setting.env.get(target.engine.attention_env)
     if value is None:
         return None, f"{target.engine.attention_env} is not set in the engine's environment"

@@ -152,10 +152,14 @@ def test_kill_9_during_levers_then_resume(tmp_path):
     status = json.loads(agent("runs", "--runs-dir", runs, "--json").stdout)
     assert status[0]["status"] == "interrupted"
     assert not (run / "PROFILE_FINDINGS.md").exists()
+    paused = agent("investigate", "--resume", run)  # no terminal, no --decide: the run waits, it does not guess
+    assert paused.returncode == 0, paused.stderr[-3000:]
+    assert "awaits a decision" in paused.stdout and "auto would choose" in paused.stdout
+    assert json.loads(agent("runs", "--runs-dir", runs, "--json").stdout)[0]["status"] == "awaiting-decision"
     done = agent("investigate", "--resume", run, "--decide", "stop")
     assert done.returncode == 0, done.stderr[-3000:]
     log = events(run)
-    assert max(e["attempt"] for e in log) == 2
+    assert max(e["attempt"] for e in log) == 3
     assert sum(1 for e in log if e["kind"] == "tool_call" and e["tool"] == "box.survey") == 1  # survey not redone
     commits = _commits(run)
     assert [c.message[:2] for c in commits] == [f"{i:02d}" for i in range(1, len(commits) + 1)]

@@ -46,9 +46,11 @@ def _kernel_grid(py: str, args: dict) -> list[str]:
 
 
 def _gates_scan(py: str, args: dict) -> list[str]:
-    argv = [py, "-m", "tools.gates", "--sm", str(args["sm"])]
+    argv = [py, "-m", "tools.gates", "--brief", "--sm", str(args["sm"])]
     if args.get("source"):
         argv += ["--source", args["source"]]
+    for name, value in sorted(args.get("env", {}).items()):
+        argv += ["--env", f"{name}={value}"]
     if args.get("kernels"):
         argv += ["--kernels", *args["kernels"]]
     return argv

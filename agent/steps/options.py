@@ -81,8 +81,10 @@ def hardware_option(state: InvestigationState, total: float, tok_s: float) -> di
     fallback = fallback_option(state, total, tok_s)
     return {
         "name": "move-hardware", "title": "Move to hardware whose gates pass", "offered": bool(passing),
-        "why": (f"the gated fast paths run on sm_{', sm_'.join(str(s) for s in passing)}; "
-                f"sm_{target.deployment.sm} falls back" if passing else "no gate names another architecture"),
+        "why": (f"the gated fast paths {', '.join(sorted({f['fast_path'] for f in gates.data['fallback_kernels']}))} "
+                f"are allowed on {len(passing)} other architectures (sm_90 and sm_100 among them: "
+                f"{90 in passing and 100 in passing}); sm_{target.deployment.sm} falls back"
+                if passing else "no gate names another architecture"),
         "upper_x": fallback["upper_x"], "upper_tok_s": fallback["upper_tok_s"], "estimate_x": None, "estimate_tok_s": None,
         "estimate_basis": "upper bound: the fallback kernels replaced by the gated path at zero cost",
         "cost": "new hardware (e.g. B200, sm_100) and a redeployment",

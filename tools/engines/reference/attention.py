@@ -154,6 +154,27 @@ def _triton_interpreter() -> bool:
     return interpreter_active()
 
 
+def flashmla_sparse_decode(flash_mla) -> DecodeFn:
+    """FlashMLA's sparse decode (the ``sgl-flash-mla`` wheel) behind the upstream wrapper's signature.
+
+    It takes the same paged FP8 cache, invalid -1 indices, valid lengths, the extra cache and the
+    sink natively. Its scheduling metadata is made anew per call: reusing it is only valid for the
+    same lengths, and the first call that fills it must run outside any CUDA graph.
+    """
+
+    def decode(q, k_cache, indices, topk_length, attn_sink, head_dim_v, softmax_scale,
+               extra_k_cache=None, extra_indices=None, extra_topk_length=None):
+        sched, _ = flash_mla.get_mla_metadata()
+        out, lse = flash_mla.flash_mla_with_kvcache(
+            q, k_cache, None, None, head_dim_v, sched, None, softmax_scale, False, True, indices=indices,
+            attn_sink=attn_sink, extra_k_cache=extra_k_cache, extra_indices_in_kvcache=extra_indices,
+            topk_length=topk_length, extra_topk_length=extra_topk_length, use_legacy=True,
+        )
+        return out, lse
+
+    return decode
+
+
 def load_backend(name: str) -> DecodeFn:
     """The decode function of backend ``name``.
 
@@ -183,6 +204,14 @@ def load_backend(name: str) -> DecodeFn:
         entry = "sparse_mla_decode"
         if not hasattr(module, entry):
             raise BackendUnavailable(f"{SPLITK_MODULE} has no {entry}() yet")
+    elif name == "flashmla":
+        try:
+            flash_mla = importlib.import_module("flash_mla")
+        except ImportError as exc:
+            raise BackendUnavailable(f"the flashmla backend needs the sgl-flash-mla wheel: {exc}") from None
+        if not getattr(flash_mla, "has_legacy", lambda: False)():
+            raise BackendUnavailable("flash_mla is installed without its legacy (sm_90) kernels")
+        return flashmla_sparse_decode(flash_mla)
     else:
         raise ValueError(f"unknown attention backend {name!r}")
     if _triton_interpreter():

@@ -18,7 +18,7 @@ CACHE_ROPE_DIM = 64
 # SGLang's DSV4 backend asserts every index row's width is a multiple of 64 and pads with -1.
 INDEX_ALIGN = 64
 SUPPORTED_RATIOS = (0, 4, 128)
-BACKENDS = ("torch", "sglang-triton", "splitk")
+BACKENDS = ("torch", "sglang-triton", "splitk", "flashmla")
 
 
 class SpecError(ValueError):
@@ -89,7 +89,7 @@ class BenchSpec(_Strict):
     pad_heads_to: int | None = Field(default=64, gt=0)
     layers: int = Field(default=2, gt=0)
     experts: int | None = Field(default=None, gt=0)
-    attention: Literal["torch", "sglang-triton", "splitk"] = "sglang-triton"
+    attention: Literal["torch", "sglang-triton", "splitk", "flashmla"] = "sglang-triton"
     batch_sizes: list[int] = Field(default_factory=lambda: [1, 16], min_length=1)
     context_len: int = Field(default=4096, gt=0)
     steps: int = Field(default=10, gt=0)

@@ -1,0 +1,1 @@
+from fakeengine.platform_utils import *  # noqa: F401,F403

@@ -1,0 +1,92 @@
+"""Box-side gate scan: prints one JSON object.
+
+    python -m tools.gates --source DIR --sm N [--kernels NAME ...] [--cuda X.Y] [--env NAME=VALUE ...]
+
+{"tool": "gates", "source", "sm", "engine", "scan": {...}, "evaluation": [rows], "kernels": [ties]}
+Exit 0 ok, 2 bad input (one line on stderr), 1 failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from .cli import resolve_source
+from .evaluate import evaluate
+from .kernels import fallbacks_for_kernels, tie_to_dict
+from .model import SM_VERSIONS, _jsonable
+from .scan import scan
+from .source import SourceMissing
+
+
+BRIEF_SCAN_KEYS = ("root", "engine", "sm_versions", "cuda", "files_scanned", "files_interpreted", "unresolved")
+
+
+def build(root: Path, sm: int, kernels: list, cuda: str | None, env: dict | None, brief: bool = False) -> dict:
+    """The JSON object the box prints (deterministic for the same tree and arguments). ``brief`` keeps
+    of the scan only what the evaluation does not already say (counts instead of the gate, helper,
+    constant and probe lists): the investigation journals every result, and the full scan is ~2 MB."""
+    started = time.perf_counter()
+    result = scan(root, cuda=cuda)
+    print(f"gates: scanned {result.files_scanned} files in {time.perf_counter() - started:.1f}s", file=sys.stderr)
+    rows = evaluate(result, sm, env=env)
+    ties = fallbacks_for_kernels(result, sm, kernels) if kernels else []
+    return {
+        "tool": "gates",
+        "source": str(root),
+        "sm": sm,
+        "env": dict(sorted((env or {}).items())),
+        "engine": result.engine,
+        "scan": _brief(result.to_dict()) if brief else result.to_dict(),
+        "evaluation": _jsonable(rows),
+        "kernels": [tie_to_dict(t) for t in ties],
+    }
+
+
+def _brief(scan: dict) -> dict:
+    kept = {key: scan[key] for key in BRIEF_SCAN_KEYS if key in scan}
+    kept["counts"] = {key: len(scan[key]) for key in ("gates", "helpers", "constants", "import_probes", "env") if key in scan}
+    return kept
+
+
+def main(argv: list | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.gates", description="Capability-gate scan of an engine source tree (JSON).")
+    parser.add_argument("--source", type=Path, default=None, help="engine source tree (default: the installed sglang package)")
+    parser.add_argument("--sm", type=int, required=True, help="compute capability, major*10+minor")
+    parser.add_argument("--kernels", nargs="*", default=[], metavar="NAME")
+    parser.add_argument("--cuda", default=None, help="torch.version.cuda to assume")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="evaluate with this environment variable set")
+    parser.add_argument("--brief", action="store_true", help="the scan's counts instead of its full lists")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return 2 if exc.code else 0
+    try:
+        root = resolve_source(args.source)
+        if args.sm not in SM_VERSIONS:
+            raise ValueError(f"--sm {args.sm} is not a known compute capability; one of {list(SM_VERSIONS)}")
+        env = {}
+        for item in args.env:
+            if "=" not in item:
+                raise ValueError(f"--env {item!r} is not NAME=VALUE")
+            name, value = item.split("=", 1)
+            env[name] = value
+    except (SourceMissing, FileNotFoundError, ValueError) as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    try:
+        out = build(root, args.sm, args.kernels, args.cuda, env or None, brief=args.brief)
+    except Exception:
+        traceback.print_exc(file=sys.stderr)
+        return 1
+    json.dump(out, sys.stdout, sort_keys=True, allow_nan=False)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
