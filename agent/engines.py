@@ -36,6 +36,23 @@ def with_lever(target: Target, lever: Lever) -> Setting:
     return Setting(lever.name, {**target.engine.env, **lever.env}, dict(lever.options))
 
 
+def execution_levers(target: Target, lever_results: list[dict]) -> list[Lever]:
+    """The levers that moved throughput up and change only how the engine executes (options such as
+    CUDA graphs), not which kernels it runs: the profile applies them, so it explains the deployment's
+    kernels as the deployment would best run them."""
+    movers = {r["name"] for r in lever_results if r["status"] == "moves up"}
+    return [lever for lever in target.levers if lever.name in movers and lever.kind == "option"]
+
+
+def with_levers(target: Target, levers: list[Lever]) -> Setting:
+    if not levers:
+        return baseline(target)
+    options: dict[str, Any] = {}
+    for lever in levers:
+        options.update(lever.options)
+    return Setting("baseline + " + " + ".join(lever.name for lever in levers), dict(target.engine.env), options)
+
+
 def backend_for(target: Target, setting: Setting) -> tuple[str | None, str]:
     """The reference engine's attention backend for a setting, or None and the reason it cannot run."""
     if setting.backend:
@@ -91,9 +108,8 @@ def bench_spec(target: Target, device: str, setting: Setting, batch_sizes: list[
         "attention": attention,
         "batch_sizes": batch_sizes,
         "context_len": shapes.context_len,
-        # A profiling run's own timing is not used: one step keeps it short.
-        "steps": 1 if profile else shapes.steps,
-        "warmup": 0 if profile else shapes.warmup,
+        "steps": shapes.steps,
+        "warmup": shapes.warmup,
         "cuda_graph": bool(setting.options.get("cuda_graph", False)),
         "profile": profile,
         "seed": 0,

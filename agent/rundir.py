@@ -33,6 +33,7 @@ BRANCH = "main"
 CHECKPOINTS = "checkpoints.sqlite"
 LOCK = "run.lock"
 REPORT = "PROFILE_FINDINGS.md"
+BUNDLE = "history.bundle"  # a shipped run's git history, where the run travels without its .git
 _UNCOMMITTED = [f"/{CHECKPOINTS}*", f"/{LOCK}", "/replay.jsonl"]
 
 
@@ -73,9 +74,11 @@ def check_runs_dir(runs_dir: Path) -> None:
 
 
 class RunDir:
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, repo: git.Repo | None = None):
+        if repo is None and (root / ".git").is_dir():
+            repo = git.Repo(root)
         self.root = root
-        self.repo = git.Repo(root)
+        self.repo = repo
 
     # -- creation and locking -------------------------------------------------------------
 
@@ -95,9 +98,13 @@ class RunDir:
         return cls(root)
 
     @classmethod
-    def open(cls, root: Path) -> "RunDir":
-        if not (root / LOG_NAME).is_file() or not (root / ".git").is_dir():
-            raise RunDirError(f"{root} is not a run directory (no {LOG_NAME} or no .git)")
+    def open(cls, root: Path, recorded: bool = False) -> "RunDir":
+        """A run to continue, or with ``recorded`` one only to read (a shipped run: its history
+        in history.bundle instead of .git)."""
+        if not (root / LOG_NAME).is_file():
+            raise RunDirError(f"{root} is not a run directory (no {LOG_NAME})")
+        if not (root / ".git").is_dir() and not (recorded and (root / BUNDLE).is_file()):
+            raise RunDirError(f"{root} is not a run directory (no .git)")
         return cls(root)
 
     @property
@@ -177,6 +184,8 @@ class RunDir:
 
     def history(self) -> list[str]:
         """Commit ids on the branch, oldest first."""
+        if self.repo is None:
+            return bundle_history(self.root / BUNDLE)
         try:
             head = self.repo.heads[BRANCH].commit
         except (IndexError, ValueError):
@@ -211,6 +220,29 @@ class RunDir:
             index = IndexFile.from_tree(self.repo, ids[-1])
             index.write()
         return ids
+
+
+def bundle_history(bundle: Path) -> list[str]:
+    """Commit ids of a bundle's main branch, oldest first (read through a scratch repository)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as scratch:
+        repo = git.Repo.init(scratch)
+        repo.git.fetch(str(bundle.resolve()), f"+refs/heads/{BRANCH}:refs/heads/{BRANCH}")
+        return repo.git.rev_list("--reverse", BRANCH).split()
+
+
+def export_run(run: RunDir, dest: Path) -> None:
+    """A finished run as it ships (runs/examples): its files, and its history as history.bundle, so
+    that it can be committed into another repository and still replayed and compared."""
+    if dest.exists():
+        raise RunDirError(f"{dest} already exists")
+    dest.mkdir(parents=True)
+    for name in (LOG_NAME, REPORT):
+        shutil.copyfile(run.root / name, dest / name)
+    for folder in ("artifacts", "findings"):
+        shutil.copytree(run.root / folder, dest / folder)
+    run.repo.git.bundle("create", str((dest / BUNDLE).resolve()), BRANCH)
 
 
 def lock_holder(root: Path) -> int | None:

@@ -23,7 +23,7 @@ from langgraph.types import Command
 from agent.config import Target, TargetError, load_target, parse_target
 from agent.engines import backend_for, baseline
 from agent.graph import RunContext, build_graph
-from agent.rundir import REPORT, CommitSpec, RunDir, RunDirError, check_runs_dir, lock_holder
+from agent.rundir import BUNDLE, REPORT, CommitSpec, RunDir, RunDirError, check_runs_dir, lock_holder
 from agent.runlog import LOG_NAME, CorruptLog, RunLog, read_events
 from agent.session import Divergence, Progress, ReplaySession, Served, Session, SilentProgress
 from agent.state import Finding
@@ -244,7 +244,7 @@ def replay(source_path: Path, out_path: Path | None = None, progress: Progress |
     directory; the findings, commits and report must come out byte for byte the same."""
     progress = progress or SilentProgress()
     try:
-        source = RunDir.open(source_path)
+        source = RunDir.open(source_path, recorded=True)
         events = read_events(source.log_path)
     except (RunDirError, CorruptLog) as exc:
         return Outcome("bad-input", str(exc), exit_code=2)
@@ -337,7 +337,7 @@ def list_runs(runs_dir: Path) -> list[dict[str, Any]]:
     if not runs_dir.is_dir():
         return []
     rows = []
-    for root in sorted(p for p in runs_dir.rglob(LOG_NAME) if (p.parent / ".git").exists()):
+    for root in sorted(p for p in runs_dir.rglob(LOG_NAME) if (p.parent / ".git").exists() or (p.parent / BUNDLE).exists()):
         try:
             rows.append({**run_status(root.parent), "path": str(root.parent)})
         except (CorruptLog, OSError) as exc:

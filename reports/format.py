@@ -38,6 +38,8 @@ def signed_pct(value: Any, digits: int = 1) -> str:
 
 def cell(value: Any, column: str = "") -> str:
     """A table cell: shares as percentages, other floats to 4 significant digits, text escaped for pipes."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
     if isinstance(value, float):
         lowered = column.lower()
         if "share" in lowered:

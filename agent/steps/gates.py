@@ -50,16 +50,17 @@ def measure_what_if(state: InvestigationState, session: Session, box_sm: int) ->
     """Measure on the box each engine backend the target names for a fast path the box's gates allow
     and the declared hardware's do not: apart from the deployment's numbers, as a what-if."""
     target = target_of(state)
-    levers = finding_for(state, "levers")
+    profile = finding_for(state, "profile")
+    profiled = profile.data["setting"]
     device = finding_for(state, "survey").data["box"]["device"]
     rows, seqs = [], []
     for backend, sms in sorted(target.engine.what_if_backends.items()):
         if box_sm not in sms or target.deployment.sm in sms:
             continue
-        setting = Setting(f"what-if {backend}", dict(target.engine.env), {}, backend=backend)
+        setting = Setting(f"what-if {backend}", dict(profiled["env"]), dict(profiled["options"]), backend=backend)
         result = session.call("engine.bench", bench_args(target, device, setting, [measured_batch(target, device)]))
         seqs.append(result["call_seq"])
-        baseline = levers.number("baseline_tok_s")
+        baseline = profile.number("setting_tok_s")
         if result["ok"]:
             tok_s = throughput(result, measured_batch(target, device))["tok_s"]
             rows.append([backend, f"sm_{box_sm}", tok_s, baseline, tok_s / baseline, str(result["call_seq"])])
@@ -133,7 +134,7 @@ def scan_gates(state: InvestigationState, session: Session) -> Finding:
                                 note=f"{len(differs)} gates; the box's picture, not the deployment's"))
             if measured:
                 tables.append(Table(title=f"What-if: backends the box's gates open, measured on the box",
-                                    columns=["backend", "gate passed", "tok/s", "baseline tok/s", "vs baseline", "log"],
+                                    columns=["backend", "gate passed", "tok/s", "profiled setting tok/s", "vs profiled", "log"],
                                     rows=measured, note="stand-in box numbers; never part of the deployment's ceiling"))
             what_if_data = {"sm": box_sm, "passes_more": len(differs), "measured": measured}
         else:

@@ -115,8 +115,9 @@ def propose_options(state: InvestigationState, session: Session) -> Finding:
     """Turn the findings into options, each with its bound (Amdahl from the measured profile), its
     cost, what would prove it wrong, and whether this box can try it. No tool calls."""
     levers = finding_for(state, "levers")
-    tok_s = levers.number("baseline_tok_s")
     times = _profile_times(state)
+    profile = finding_for(state, "profile")
+    tok_s = profile.number("setting_tok_s") if profile else levers.number("baseline_tok_s")
     if times is None:
         options = [accept_option(tok_s)]
     else:

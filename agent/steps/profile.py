@@ -2,27 +2,35 @@
 
 from __future__ import annotations
 
-from agent.engines import baseline, bench_args, measured_batch
+from agent.engines import bench_args, execution_levers, measured_batch, shapes_for, with_levers
 from agent.session import Session
 from agent.state import Finding, InvestigationState, Number, Table, finding_for, next_index
 from agent.steps import StepFailed
-from agent.steps.levers import interpretation_labels
+from agent.steps.levers import interpretation_labels, throughput
 from agent.steps.survey import target_of
 from tools import trace
 
 TOP_KERNELS = 12
+NAME_WIDTH = 100
+
+
+def short_name(name: str) -> str:
+    """Kernel names in tables: demangled C++ templates run to thousands of characters."""
+    return name if len(name) <= NAME_WIDTH else name[: NAME_WIDTH - 3] + "..."
 
 
 def profile_decode(state: InvestigationState, session: Session) -> Finding:
-    """Trace ``profile.steps`` decode steps of the deployment's setting, then rank the kernels:
+    """Trace ``profile.steps`` decode steps of the deployment's setting (with the execution levers
+    that moved throughput up, e.g. CUDA graphs), timing the same setting, then rank the kernels:
     table, categories, GPU idle inside the window, and the dominant kernel when one holds at least
     the target's dominant share. A trace whose kernels are hidden (CUDA-graph launches without
     kernel events) is reported as incomplete and nothing is ranked from it."""
     target = target_of(state)
     device = finding_for(state, "survey").data["box"]["device"]
     batch = target.profile.batch or measured_batch(target, device)
-    args = bench_args(target, device, baseline(target), [batch],
-                      profile={"batch": batch, "steps": target.profile.steps})
+    applied = execution_levers(target, finding_for(state, "levers").data["levers"])
+    setting = with_levers(target, applied)
+    args = bench_args(target, device, setting, [batch], profile={"batch": batch, "steps": target.profile.steps})
     result = session.call("engine.bench", args)
     seq = [result["call_seq"]]
     if not result["ok"]:
@@ -32,6 +40,18 @@ def profile_decode(state: InvestigationState, session: Session) -> Finding:
     if not trace_info or trace_info["file"] not in refs:
         raise StepFailed("the profiling run wrote no trace")
     ref = refs[trace_info["file"]]
+    measured = throughput(result, batch)
+    layers_run = min(shapes_for(target, device).layers, target.model.layers)
+    setting_numbers = {
+        "setting_tok_s": Number(value=measured["tok_s"], unit="tok/s",
+                                label=f"{setting.label}, projected to {target.model.layers} layers from {layers_run}", seqs=seq),
+        "setting_step_ms": Number(value=measured["layer_ms"] * target.model.layers, unit="ms",
+                                  label=f"decode step of {setting.label}, projected", seqs=seq),
+        "timed_step_ms": Number(value=measured["layer_ms"] * layers_run, unit="ms",
+                                label=f"decode step of the {layers_run} layers run, timed without the profiler", seqs=seq),
+    }
+    setting_data = {"label": setting.label, "env": setting.env, "options": setting.options,
+                    "levers": [lever.name for lever in applied]}
     summary = trace.summarize([session.artifact_path(ref)])
     merged = summary.merged
     labels = interpretation_labels(state)
@@ -48,20 +68,22 @@ def profile_decode(state: InvestigationState, session: Session) -> Finding:
             headline=f"trace incomplete: {summary.cuda_graph.note}",
             verdict="incomplete-trace", evidence=seq, labels=labels + ["failed"],
             artifacts={"trace": ref["path"]},
-            data={"summary": summary_data, "dominant": None, "complete": False},
+            numbers=setting_numbers,
+            data={"summary": summary_data, "dominant": None, "complete": False, "setting": setting_data},
         )
 
     steps = merged.steps or trace_info.get("steps") or target.profile.steps
     top = trace.dominant(summary, target.thresholds.dominant_share)
     kernel_ms = merged.kernel_time_us / 1000
     idle_ms = merged.idle_us / 1000
-    rows = [[k.name, k.category, k.calls, k.total_us / 1000, k.mean_us, k.share] for k in merged.kernels[:TOP_KERNELS]]
+    rows = [[short_name(k.name), k.category, k.calls, k.total_us / 1000, k.mean_us, k.share] for k in merged.kernels[:TOP_KERNELS]]
     categories = [[name, total / 1000, total / merged.kernel_time_us if merged.kernel_time_us else 0.0]
                   for name, total in sorted(merged.categories.items(), key=lambda item: -item[1])]
     unit = "host range" if host_ranges else "kernel"
     if top:
         headline = (f"{top.name} is {100 * top.share:.1f}% of {unit} time ({top.total_us / 1000:.3g} of "
-                    f"{kernel_ms:.4g} ms over {steps} decode steps at batch {batch}); GPU idle {100 * merged.idle_share:.1f}% of the window")
+                    f"{kernel_ms:.4g} ms over {steps} decode steps at batch {batch}, {setting.label}); "
+                    f"GPU idle {100 * merged.idle_share:.1f}% of the window")
     else:
         leader = merged.kernels[0] if merged.kernels else None
         headline = (f"no dominant kernel: the largest, {leader.name if leader else '-'}, is "
@@ -74,6 +96,7 @@ def profile_decode(state: InvestigationState, session: Session) -> Finding:
         "idle_share": Number(value=merged.idle_share, unit="fraction", label="idle share of the window", seqs=seq),
         "steps": Number(value=steps, unit="steps", label="decode steps profiled", seqs=seq),
         "batch": Number(value=batch, label="batch profiled"),
+        **setting_numbers,
     }
     if top:
         numbers["dominant_ms"] = Number(value=top.total_us / 1000, unit="ms", label=f"{top.name} total", seqs=seq)
@@ -103,5 +126,6 @@ def profile_decode(state: InvestigationState, session: Session) -> Finding:
             "kernel_config": result["data"].get("kernel_config"),
             "shapes": result["data"].get("shapes"),
             "kind": summary.kind,
+            "setting": setting_data,
         },
     )

@@ -158,13 +158,21 @@ def flashmla_sparse_decode(flash_mla) -> DecodeFn:
     """FlashMLA's sparse decode (the ``sgl-flash-mla`` wheel) behind the upstream wrapper's signature.
 
     It takes the same paged FP8 cache, invalid -1 indices, valid lengths, the extra cache and the
-    sink natively. Its scheduling metadata is made anew per call: reusing it is only valid for the
-    same lengths, and the first call that fills it must run outside any CUDA graph.
+    sink natively. Its scheduling metadata is kept per call site (shapes and the length tensors'
+    addresses): reusing it is valid only for the same lengths, which a decode step at a fixed
+    position keeps, and the call that fills it must come before any CUDA-graph capture (the engine's
+    warm-up step is that call).
     """
+    metadata: dict[tuple, object] = {}
 
     def decode(q, k_cache, indices, topk_length, attn_sink, head_dim_v, softmax_scale,
                extra_k_cache=None, extra_indices=None, extra_topk_length=None):
-        sched, _ = flash_mla.get_mla_metadata()
+        key = (tuple(q.shape), tuple(indices.shape), None if extra_indices is None else tuple(extra_indices.shape),
+               None if topk_length is None else topk_length.data_ptr(),
+               None if extra_topk_length is None else extra_topk_length.data_ptr())
+        if key not in metadata:
+            metadata[key] = flash_mla.get_mla_metadata()[0]
+        sched = metadata[key]
         out, lse = flash_mla.flash_mla_with_kvcache(
             q, k_cache, None, None, head_dim_v, sched, None, softmax_scale, False, True, indices=indices,
             attn_sink=attn_sink, extra_k_cache=extra_k_cache, extra_indices_in_kvcache=extra_indices,

@@ -1,0 +1,63 @@
+"""The shipped runs (runs/examples): each replays byte for byte on this machine, and the H200 run shows
+what the issues ask of a GPU stand-in (declared gates, the box's what-if apart, a kernel-level profile)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agent import runner
+from agent.rundir import RunDir
+from conftest import ROOT
+
+EXAMPLES = sorted(p for p in (ROOT / "runs" / "examples").iterdir() if (p / "log.jsonl").exists())
+H200 = ROOT / "runs" / "examples" / "dsv4-flash-h200-20261130"
+
+
+def _findings(run: Path) -> dict[str, dict]:
+    return {json.loads(p.read_text())["step"]: json.loads(p.read_text()) for p in sorted((run / "findings").glob("*.json"))}
+
+
+def test_examples_are_shipped():
+    assert {p.name for p in EXAMPLES} >= {"dsv4-flash-h200-20261130", "dsv4-flash-cpu-20261130"}
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+def test_example_replays_byte_for_byte(example, tmp_path):
+    outcome = runner.replay(example, tmp_path / "replay")
+    assert outcome.exit_code == 0, outcome.message
+    assert outcome.details["commits"] == RunDir.open(example, recorded=True).history()
+    assert (tmp_path / "replay" / "PROFILE_FINDINGS.md").read_bytes() == (example / "PROFILE_FINDINGS.md").read_bytes()
+
+
+def test_h200_example_is_a_labelled_stand_in_with_the_declared_gates():
+    f = _findings(H200)
+    assert f["survey"]["data"]["box"] == {"device": "cuda", "gpu": "NVIDIA H200", "gpus": 1, "sm": 90, "sm_count": 132}
+    assert "stand-in" in f["survey"]["labels"]
+    # the engine ran what sm_120 would run: the declared hardware's backend, not the box's FlashMLA
+    assert f["profile"]["data"]["dominant"]["name"] == "_tiled_sparse_decode_kernel"
+    assert f["profile"]["data"]["kind"] == "gpu"
+    # the gates: sm_120 for the deployment; the box's sm_90 picture and its measurement apart, as a what-if
+    gates = f["gates"]
+    assert "what-if" in gates["labels"]
+    assert gates["data"]["what_if"]["sm"] == 90
+    assert gates["data"]["what_if"]["measured"][0][0] == "flashmla"
+    ties = gates["data"]["fallback_kernels"]
+    assert ties and ties[0]["kernel"] == "_tiled_sparse_decode_kernel"
+    report = (H200 / "PROFILE_FINDINGS.md").read_text()
+    assert "Gates sm_120 fails" in report
+    assert "What-if: gates the box (sm_90) passes and sm_120 fails" in report
+    assert "never part of the deployment's ceiling" in report
+    for row in gates["tables"][1]["rows"]:
+        where, _, _, _, _ = row
+        file, line = where.rsplit(":", 1)
+        assert int(line) > 0 and file
+
+
+def test_h200_example_grid_matches_nsight_compute():
+    """The grid step's numbers for the profiled shapes on the box against Nsight Compute on the H200."""
+    grid = _findings(H200)["grid"]
+    profiled = next(r for r in grid["data"]["reports"] if r["point"]["where"] == "box")
+    assert profiled["point"]["arch"] == "sm_90" and profiled["report"]["programs"] == 16 * 64
+    b1 = next(r for r in grid["data"]["reports"] if r["point"]["label"] == "deployment B=1")
+    assert b1["report"]["programs"] == 64  # ncu: grid (1, 64, 1) at B=1 (tests/data/h200-sparse-decode)
