@@ -18,6 +18,7 @@ B=1/top-k 512 <= 12 us and B=64/top-k 2048 <= 70 us, both faster than FlashMLA.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import os
@@ -177,7 +178,7 @@ def run_table(ceil: dict, fm, fm_error) -> list[dict]:
         nbytes, flops, floor_us = floors(batch, topk, HEADS, ceil)
         row = {"batch": batch, "topk": topk, "heads": HEADS, "bytes": nbytes, "flops": flops, "floor_us": floor_us,
                "cold_sets": n_sets, "splits": smd.plan_splits(batch, topk, HEADS, q.device),
-               "config": smd.choose_config(batch, topk, HEADS).__dict__}  # fmt: skip
+               "config": smd.choose_config(batch, topk, HEADS, smd.device_arch(q.device)).__dict__}  # fmt: skip
         log(f"table B={batch} topk={topk} sets={n_sets}")
         row["rewrite"] = time_impl(lambda q_, c_, i_: (lambda: smd.sparse_mla_decode(q_, c_, i_, None, None, 512, None)),
                                    sets, q, cache, reps=30)  # fmt: skip
@@ -236,11 +237,17 @@ SWEEP_CONFIGS = {
     "dh64t32w4s2": (64, 32, 4, 2, False, 0, True),
     "dh64t16w4s1": (64, 16, 4, 1, False, 0, True),
     "dh64t16w4s2": (64, 16, 4, 2, False, 0, True),
+    # the Hopper Gluon kernel (_split_kernel_sm90): dequantized per 64-dim group, or in 2 / 4 row blocks
+    "sm90_groups": smd.LARGE_SM90,
+    "sm90_rows2": dataclasses.replace(smd.LARGE_SM90, dequant_rows=2),
+    "sm90_rows4": dataclasses.replace(smd.LARGE_SM90, dequant_rows=4),
 }
 SWEEP_SHAPES = {(1, 512): (2, 4, 8, 16), (4, 2048): (4, 8, 16), (16, 2048): (2, 4, 8), (64, 2048): (1, 2, 3, 4)}
 
 
 def sweep_config(name: str) -> smd.KernelConfig:
+    if isinstance(SWEEP_CONFIGS[name], smd.KernelConfig):
+        return SWEEP_CONFIGS[name]
     bh, bt, nw, ns, ps, ab, *dh = SWEEP_CONFIGS[name]
     return smd.KernelConfig(bh, bt, nw, ns, programs_per_sm=1, p_scratch=ps, ablate=ab,
                             d_halves=bool(dh and dh[0]))  # fmt: skip

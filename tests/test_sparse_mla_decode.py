@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -141,6 +142,48 @@ def test_config_regimes():
     assert smd.choose_config(4, 2048, 64) is smd.MEDIUM
     assert smd.choose_config(64, 2048, 64) is smd.LARGE
     assert smd.LARGE.block_h == 64  # all 64 heads share each gathered tile at large batch
+    # Hopper takes the Gluon wgmma kernel in the large regime (where Gluon exists); nothing else changes
+    hopper = smd.LARGE_SM90 if smd.gluon is not None else smd.LARGE
+    assert smd.choose_config(64, 2048, 64, arch=90) is hopper
+    assert smd.choose_config(64, 2048, 64, arch=100) is smd.LARGE
+    assert smd.choose_config(4, 2048, 64, arch=90) is smd.MEDIUM
+    assert smd.choose_config(64, 2048, 16, arch=90) is smd.SMALL
+
+
+def _compile_sm90_kernel(dequant_rows: int):
+    """``_split_kernel_sm90`` compiled ahead of time for sm_90 by the installed Triton (no GPU needed):
+    the argument types and 16-divisibility Triton's launcher would give it at the large shape."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    fn = smd._split_kernel_sm90
+    pointers = {"q_ptr": "*bf16", "cache_fp8_ptr": "*fp8e4nv", "cache_u8_ptr": "*u8", "cache_bf16_ptr": "*bf16",
+                "indices_ptr": "*i32", "topk_len_ptr": "*i32", "o_part_ptr": "*fp32", "lse_part_ptr": "*fp32"}
+    constexprs = {"HAS_TOPK_LEN": True, "BLOCK_T": smd.LARGE_SM90.block_t, "DEQUANT_ROWS": dequant_rows}
+    signature, consts, attrs = {}, {}, {}
+    for i, name in enumerate(fn.arg_names):
+        if name in constexprs:
+            signature[name] = "constexpr"
+            consts[(i,)] = constexprs[name]
+        else:
+            signature[name] = pointers.get(name, "fp32" if name == "qk_scale_log2" else "i32")
+            if name in pointers or name in ("page_bytes", "scale_section_off", "stride_qb", "stride_qh"):
+                attrs[(i,)] = [["tt.divisibility", 16]]
+    source = GluonASTSource(fn, signature, consts, attrs)
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": smd.LARGE_SM90.num_warps})
+
+
+@pytest.mark.skipif(smd.gluon is None, reason="this Triton has no Gluon")
+def test_sm90_kernel_compiles_to_wgmma_without_spills():
+    # Stand-in for the H200 (CI has no GPU): Triton's own sm_90 build of the Hopper kernel. It must
+    # use wgmma (HGMMA), keep everything in registers (no local-memory traffic) and fit in shared memory.
+    kernel = _compile_sm90_kernel(smd.LARGE_SM90.dequant_rows)
+    sass = kernel.asm["sass"]
+    assert "HGMMA.64x256x16.F32.BF16" in sass and "HGMMA.64x32x16.F32.BF16" in sass
+    assert "LDGSTS" in sass  # the ring is filled by cp.async
+    assert not re.search(r"\b(STL|LDL)\b", sass)
+    assert kernel.metadata.shared <= 227 * 1024
 
 
 def test_bad_inputs_rejected():

@@ -31,6 +31,22 @@ import triton.language as tl
 
 from tools.kernels import dsv4_cache
 
+try:  # Gluon, Triton's explicit-layout dialect: the Hopper (wgmma) kernel of the large regime
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (
+        async_copy as _gl_async_copy,
+        fence_async_shared as _gl_fence_async_shared,
+        warpgroup_mma as _gl_wgmma,
+        warpgroup_mma_wait as _gl_wgmma_wait,
+    )
+
+    # Triton 3.6 names (the H200 image) and their later ones (3.9 renamed both).
+    _gl_cp_async = getattr(_gl_async_copy, "async_load", None) or _gl_async_copy.async_copy_global_to_shared
+    _gl_cta_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
+except (ImportError, AttributeError):  # a Triton without Gluon: the Triton-language kernels only
+    gluon = None
+
 LOG2E = 1.4426950408889634
 HEAD_DIM = dsv4_cache.HEAD_DIM  # 512
 MAX_SPLITS = 64
@@ -324,6 +340,198 @@ def _split_dhalf_kernel(
         tl.store(lse_part_ptr + slot, lse2, mask=h_mask)
 
 
+if gluon is not None:
+
+    @gluon.jit
+    def _sm90_token_offsets(idx_ptr, t0, end, page_size, page_bytes, scale_section_off, BLOCK_T: gl.constexpr,
+                            layout: gl.constexpr):  # fmt: skip
+        """Validity, data byte offset and scale byte offset of tokens t0 .. t0 + BLOCK_T (layout: 1-D)."""
+        t = t0 + gl.arange(0, BLOCK_T, layout=layout)
+        idx = gl.load(idx_ptr + t, mask=t < end, other=-1)
+        valid = idx >= 0
+        safe = gl.where(valid, idx, 0)
+        page = (safe // page_size).to(gl.int64)
+        slot = (safe % page_size).to(gl.int64)
+        return valid, page * page_bytes + slot * 576, page * page_bytes + scale_section_off + slot * 8
+
+    @gluon.jit
+    def _sm90_issue_tile(cache_fp8_ptr, cache_u8_ptr, cache_bf16_ptr, idx_ptr, t0, end, nope_s, rope_s, scale_s,
+                         page_size, page_bytes, scale_section_off, BLOCK_T: gl.constexpr):  # fmt: skip
+        """cp.async of one tile's raw bytes into shared memory: nope fp8 as [8 groups, tokens, 64] (group 7
+        empty; group-major, so each group's [tokens, 64] block is contiguous for the dequantizing reads),
+        rope bf16 [tokens, 64], scale bytes [tokens, 8]. Tokens with idx < 0 or past ``end`` are
+        zero-filled (never read from global memory)."""
+        # a warp copies 64 contiguous bytes of 8 tokens per instruction; a thread owns one token
+        cpn: gl.constexpr = gl.BlockedLayout([1, 1, 16], [1, 8, 4], [1, 8, 1], [2, 1, 0])
+        valid, data, _ = _sm90_token_offsets(idx_ptr, t0, end, page_size, page_bytes, scale_section_off, BLOCK_T,
+                                             gl.SliceLayout(0, gl.SliceLayout(2, cpn)))  # fmt: skip
+        g = gl.expand_dims(gl.expand_dims(gl.arange(0, 8, layout=gl.SliceLayout(1, gl.SliceLayout(2, cpn))), 1), 2)
+        d = gl.expand_dims(gl.expand_dims(gl.arange(0, 64, layout=gl.SliceLayout(0, gl.SliceLayout(1, cpn))), 0), 1)
+        data3 = gl.expand_dims(gl.expand_dims(data, 0), 2)
+        valid3 = gl.expand_dims(gl.expand_dims(valid, 0), 2)
+        _gl_cp_async(nope_s, cache_fp8_ptr + data3 + g * 64 + d, valid3 & (g < 7) & (d >= 0))
+        cpr: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [8, 1], [1, 0])
+        valid_r, data_r, _ = _sm90_token_offsets(idx_ptr, t0, end, page_size, page_bytes, scale_section_off,
+                                                 BLOCK_T, gl.SliceLayout(1, cpr))  # fmt: skip
+        dr = gl.arange(0, 64, layout=gl.SliceLayout(0, cpr))
+        rope_ptrs = cache_bf16_ptr + gl.expand_dims(data_r // 2 + 224, 1) + gl.expand_dims(dr, 0)
+        _gl_cp_async(rope_s, rope_ptrs, gl.expand_dims(valid_r, 1) & gl.expand_dims(dr >= 0, 0))
+        cps: gl.constexpr = gl.BlockedLayout([1, 8], [32, 1], [2, 4], [1, 0])
+        valid_s, _, scale_off = _sm90_token_offsets(idx_ptr, t0, end, page_size, page_bytes, scale_section_off,
+                                                    BLOCK_T, gl.SliceLayout(1, cps))  # fmt: skip
+        ds = gl.arange(0, 8, layout=gl.SliceLayout(0, cps))
+        scale_ptrs = cache_u8_ptr + gl.expand_dims(scale_off, 1) + gl.expand_dims(ds, 0)
+        _gl_cp_async(scale_s, scale_ptrs, gl.expand_dims(valid_s, 1) & gl.expand_dims(ds >= 0, 0))
+        _gl_async_copy.commit_group()
+
+    @gluon.jit
+    def _split_kernel_sm90(
+        q_ptr,
+        cache_fp8_ptr,
+        cache_u8_ptr,
+        cache_bf16_ptr,
+        indices_ptr,
+        topk_len_ptr,
+        o_part_ptr,
+        lse_part_ptr,
+        qk_scale_log2,
+        page_size,
+        page_bytes,
+        scale_section_off,
+        heads,
+        topk,
+        num_splits,
+        split_offset,
+        total_splits,
+        stride_qb,
+        stride_qh,
+        stride_ib,
+        HAS_TOPK_LEN: gl.constexpr,
+        BLOCK_T: gl.constexpr,
+        DEQUANT_ROWS: gl.constexpr,
+    ):
+        """``_split_kernel`` for Hopper in Gluon: 64 heads, 8 warps (two warpgroups), wgmma.
+
+        Same contract as ``_split_kernel`` (one head block, split and row; writes the slice's normalised
+        float32 output and base-2 LSE). The raw bytes of tile i + 2 are fetched by cp.async into a
+        two-stage shared-memory ring while tile i is computed, so no global load is on the tile's
+        critical path; each tile is dequantized once from shared memory into a bf16 [tokens, 512] tile
+        that is the B operand of both wgmma dots (S = Q K^T with Q in shared memory, split over the
+        warpgroups by tokens; O += P V with P in registers, split by output dims), and the P V dot runs
+        while the next copies are issued. Shared memory: Q 64 KB, the bf16 tile 64 KB, the ring 81 KB.
+        """
+        BLOCK_H: gl.constexpr = 64
+        hb = gl.program_id(0)
+        split = gl.program_id(1)
+        b = gl.program_id(2).to(gl.int64)
+
+        n_valid = topk
+        if HAS_TOPK_LEN:
+            n_valid = gl.minimum(gl.load(topk_len_ptr + b).to(gl.int32), topk)
+        n_valid = gl.maximum(n_valid, 0)
+        per_split = gl.cdiv(gl.cdiv(n_valid, num_splits), BLOCK_T) * BLOCK_T
+        start = split * per_split
+        end = gl.minimum(start + per_split, n_valid)
+        n_tiles = gl.cdiv(gl.maximum(end - start, 0), BLOCK_T)
+        idx_ptr = indices_ptr + b * stride_ib
+
+        # S [heads, tokens]: warpgroup w takes tokens [w T/2, (w+1) T/2); O [heads, 512]: dims [256 w, 256 w + 256)
+        mma_s: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
+                                                         instr_shape=[16, BLOCK_T // 2, 16])  # fmt: skip
+        mma_o: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
+                                                         instr_shape=[16, 256, 16])  # fmt: skip
+        p_op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma_o, k_width=2)
+        deq: gl.constexpr = gl.BlockedLayout([1, 16], [8, 4], [8, 1], [1, 0])  # [tokens, 64]: 16 B a thread
+        deq_full: gl.constexpr = gl.BlockedLayout([1, 16], [8, 4], [1, 8], [1, 0])  # [tokens, 512]: a warp a group
+        q_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [8, 1], [1, 0])
+        kv_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+        nope_layout: gl.constexpr = gl.SwizzledSharedLayout(16, 1, 1, [2, 1, 0])
+        row_layout: gl.constexpr = gl.SwizzledSharedLayout(8, 1, 1, [1, 0])
+
+        h = hb * BLOCK_H + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, q_layout))
+        dq = gl.arange(0, 512, layout=gl.SliceLayout(0, q_layout))
+        q_mask = gl.expand_dims(h < heads, 1) & gl.expand_dims(dq >= 0, 0)
+        q_offs = b * stride_qb + gl.expand_dims(h, 1) * stride_qh + gl.expand_dims(dq, 0)
+        q = gl.load(q_ptr + q_offs, mask=q_mask, other=0.0)
+        q_s = gl.allocate_shared_memory(gl.bfloat16, [BLOCK_H, 512], kv_layout, q)
+        kv_s = gl.allocate_shared_memory(gl.bfloat16, [BLOCK_T, 512], kv_layout)
+        nope_s = gl.allocate_shared_memory(gl.float8e4nv, [2, 8, BLOCK_T, 64], nope_layout)
+        rope_s = gl.allocate_shared_memory(gl.bfloat16, [2, BLOCK_T, 64], row_layout)
+        scale_s = gl.allocate_shared_memory(gl.uint8, [2, BLOCK_T, 8], row_layout)
+
+        for j in gl.static_range(2):
+            _sm90_issue_tile(cache_fp8_ptr, cache_u8_ptr, cache_bf16_ptr, idx_ptr, start + j * BLOCK_T, end,
+                             nope_s.index(j), rope_s.index(j), scale_s.index(j), page_size, page_bytes,
+                             scale_section_off, BLOCK_T)  # fmt: skip
+
+        m_i = gl.full([BLOCK_H], -1.0e30, gl.float32, layout=gl.SliceLayout(1, mma_s))
+        # running sums of P kept per thread and reduced once at the end (no cross-warpgroup sum a tile)
+        l_acc = gl.zeros([BLOCK_H, BLOCK_T], gl.float32, layout=mma_s)
+        acc = gl.zeros([BLOCK_H, 512], gl.float32, layout=mma_o)
+        t_s = gl.arange(0, BLOCK_T, layout=gl.SliceLayout(0, mma_s))
+        for i in range(n_tiles):
+            t0 = start + i * BLOCK_T
+            stage = i % 2
+            t = t0 + t_s
+            idx_s = gl.load(idx_ptr + t, mask=t < end, other=-1)
+            _gl_async_copy.wait_group(1)  # this thread's copies of tile i have landed
+            _gl_cta_barrier()  # ... and every thread's
+            raw_nope = nope_s.index(stage)
+            if DEQUANT_ROWS == 0:
+                # per group of 64 dims: fp8 x 2^(scale - 127) is exact in bf16
+                for g in gl.static_range(7):
+                    raw = raw_nope.reshape([8 * BLOCK_T, 64]).slice(g * BLOCK_T, BLOCK_T, dim=0).load(deq)
+                    sc = scale_s.index(stage).slice(g, 1, dim=1).load(deq)
+                    scale = gl.exp2(sc.to(gl.float32) - 127.0).to(gl.bfloat16)
+                    kv_s.slice(64 * g, 64, dim=1).store(raw.to(gl.bfloat16) * scale)
+            else:
+                # whole rows at once (fewer shared-memory barriers, more registers)
+                ROWS: gl.constexpr = BLOCK_T // DEQUANT_ROWS
+                for r in gl.static_range(DEQUANT_ROWS):
+                    raw3 = gl.permute(raw_nope.slice(r * ROWS, ROWS, dim=1).load(
+                        gl.BlockedLayout([1, 1, 16], [1, 8, 4], [8, 1, 1], [2, 1, 0])), (1, 0, 2))
+                    sc = scale_s.index(stage).slice(r * ROWS, ROWS, dim=0).load(gl.SliceLayout(2, raw3.type.layout))
+                    scale = gl.exp2(sc.to(gl.float32) - 127.0).to(gl.bfloat16)
+                    kv3 = raw3.to(gl.bfloat16) * gl.expand_dims(scale, 2)
+                    kv_s.slice(r * ROWS, ROWS, dim=0).store(gl.reshape(kv3, [ROWS, 512]))
+                _gl_cta_barrier()  # group 7 above holds garbage: every thread's store lands before the rope's
+            # the rope part is group 7
+            kv_s.slice(448, 64, dim=1).store(rope_s.index(stage).load(deq))
+            _gl_fence_async_shared()  # generic-proxy stores, read next by wgmma
+            _gl_cta_barrier()
+            s = _gl_wgmma(q_s, kv_s.permute((1, 0)), gl.zeros([BLOCK_H, BLOCK_T], gl.float32, layout=mma_s),
+                          use_acc=False, is_async=True)  # fmt: skip
+            s = _gl_wgmma_wait(0, deps=[s])
+            valid = gl.expand_dims(idx_s >= 0, 0)
+            s = gl.where(valid, s * qk_scale_log2, -1.0e30)
+            m_new = gl.maximum(m_i, gl.max(s, axis=1))
+            alpha = gl.exp2(m_i - m_new)
+            p = gl.where(valid, gl.exp2(s - gl.expand_dims(m_new, 1)), 0.0)
+            l_acc = l_acc * gl.expand_dims(alpha, 1) + p
+            acc = acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, mma_o)), 1)
+            acc = _gl_wgmma(gl.convert_layout(p.to(gl.bfloat16), p_op), kv_s, acc, is_async=True)
+            # this stage was dequantized above: refill it with tile i + 2 while the P V dot runs
+            _sm90_issue_tile(cache_fp8_ptr, cache_u8_ptr, cache_bf16_ptr, idx_ptr, t0 + 2 * BLOCK_T, end,
+                             raw_nope, rope_s.index(stage), scale_s.index(stage), page_size, page_bytes,
+                             scale_section_off, BLOCK_T)  # fmt: skip
+            acc = _gl_wgmma_wait(0, deps=[acc])
+            m_i = m_new
+        _gl_async_copy.wait_group(0)
+
+        l_i = gl.sum(l_acc, axis=1)
+        has_any = l_i > 0.0
+        l_safe = gl.where(has_any, l_i, 1.0)
+        out = acc / gl.expand_dims(gl.convert_layout(l_safe, gl.SliceLayout(1, mma_o)), 1)
+        ho = hb * BLOCK_H + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, mma_o))
+        do = gl.arange(0, 512, layout=gl.SliceLayout(0, mma_o))
+        slot_o = (b * total_splits + split_offset + split) * heads + ho
+        o_mask = gl.expand_dims(ho < heads, 1) & gl.expand_dims(do >= 0, 0)
+        gl.store(o_part_ptr + gl.expand_dims(slot_o, 1) * 512 + gl.expand_dims(do, 0), out, mask=o_mask)
+        lse2 = gl.where(has_any, m_i + gl.log2(l_safe), float("-inf"))
+        hs = hb * BLOCK_H + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(1, mma_s))
+        gl.store(lse_part_ptr + (b * total_splits + split_offset + split) * heads + hs, lse2, mask=hs < heads)
+
+
 @triton.jit
 def _combine_kernel(
     o_part_ptr,
@@ -382,6 +590,8 @@ class KernelConfig:
     # Timing probes only (wrong results): 1 drops the Q K^T dot, 2 the P V dot, 3 the KV gather.
     ablate: int = 0
     d_halves: bool = False  # output dims halved over two programs (_split_dhalf_kernel)
+    sm90: bool = False  # the Gluon wgmma kernel (_split_kernel_sm90): compute capability 9.0 only
+    dequant_rows: int = 0  # _split_kernel_sm90's dequantization: 0 per group of 64 dims, n in n row blocks
 
 
 # The three tile shapes the wrapper uses, each the fastest of its regime in the H200 sweep committed
@@ -389,24 +599,30 @@ class KernelConfig:
 SMALL = KernelConfig(block_h=16, block_t=32, num_warps=4, num_stages=2, programs_per_sm=2)
 MEDIUM = KernelConfig(block_h=64, block_t=32, num_warps=4, num_stages=2, programs_per_sm=1, d_halves=True)
 LARGE = KernelConfig(block_h=64, block_t=64, num_warps=8, num_stages=1, programs_per_sm=1, p_scratch=True)
+# Hopper: the same regime on wgmma, with cp.async prefetch and no global round trip (see _split_kernel_sm90).
+LARGE_SM90 = KernelConfig(block_h=64, block_t=64, num_warps=8, num_stages=2, programs_per_sm=1, sm90=True)
+SM90_ARCH = 90
 SMALL_TOKENS = 512  # batch * topk at or below which SMALL wins (1x512: 9.7 us against 10.5 and 13.5)
 MEDIUM_TOKENS = 8192  # ... and MEDIUM (1x2048: 12.6 us against 14.7; 4x2048: 19.4 against 20.7)
 
 
 @functools.lru_cache(maxsize=1024)
-def choose_config(batch: int, topk: int, heads: int) -> KernelConfig:
-    """Tile shape for a problem (see SMALL, MEDIUM, LARGE).
+def choose_config(batch: int, topk: int, heads: int, arch: Optional[int] = None) -> KernelConfig:
+    """Tile shape for a problem (see SMALL, MEDIUM, LARGE, LARGE_SM90).
 
     Below 64 heads (a TP shard, the CPU tests): 16-head blocks on 4 warps (mma.sync), one program
     per 16 heads. With 64 heads, by the work B x top-k: tiny problems are latency-bound and spread
     16-head blocks over more SMs (SMALL); mid-sized ones split the 512 output dims over two 4-warp
     programs (MEDIUM, ``_split_dhalf_kernel``); large ones read each KV tile once for all 64 heads
-    with 8 warps and 64-token tiles (LARGE).
+    with 8 warps and 64-token tiles (LARGE), on Hopper (``arch`` 90, see ``device_arch``) with the
+    Gluon wgmma kernel (LARGE_SM90), which Triton-language code cannot express.
     """
     if heads < 64 or batch * topk <= SMALL_TOKENS:
         return SMALL
     if batch * topk <= MEDIUM_TOKENS:
         return MEDIUM
+    if arch == SM90_ARCH and gluon is not None:
+        return LARGE_SM90
     return LARGE
 
 
@@ -418,7 +634,7 @@ _PARTIAL_COST_TILES = 2.0
 
 
 @functools.lru_cache(maxsize=1024)
-def choose_num_splits(batch: int, topk: int, heads: int, sm_count: int) -> int:
+def choose_num_splits(batch: int, topk: int, heads: int, sm_count: int, arch: Optional[int] = None) -> int:
     """Split count for the top-k dimension (per cache), for the tile shape ``choose_config`` picks.
 
     Minimises the modelled time ``waves * (tiles per split + partial cost)``, where
@@ -426,9 +642,9 @@ def choose_num_splits(batch: int, topk: int, heads: int, sm_count: int) -> int:
     splits`` (twice that when the output dims are halved): enough splits to put a program on every
     SM, without a last wave that is mostly empty, and without splits so thin that writing and
     merging their float32 partials outweighs the tiles they share. Ties go to fewer splits. Never
-    more splits than tiles, nor more than MAX_SPLITS.
+    more splits than tiles, nor more than MAX_SPLITS. ``arch`` as for ``choose_config``.
     """
-    cfg = choose_config(batch, topk, heads)
+    cfg = choose_config(batch, topk, heads, arch)
     head_blocks = triton.cdiv(heads, cfg.block_h) * (2 if cfg.d_halves else 1)
     tiles = max(1, triton.cdiv(topk, cfg.block_t))
     slots = max(1, sm_count * cfg.programs_per_sm)
@@ -446,6 +662,15 @@ def _interpreting() -> bool:
     float32 is exact, and each product is exact in both), but Triton 3.9's interpreter stores bf16
     as uint16 and multiplies (elementwise and in tl.dot) the raw bit patterns."""
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def device_arch(device: torch.device) -> Optional[int]:
+    """Compute capability of a CUDA device as 10 * major + minor (90 on the H100/H200); None on the CPU
+    and under the interpreter (which runs no Gluon)."""
+    if device.type != "cuda" or _interpreting():
+        return None
+    major, minor = torch.cuda.get_device_capability(device)
+    return 10 * major + minor
 
 
 def _sm_count(device: torch.device) -> int:
@@ -487,6 +712,17 @@ def _launch_splits(q3, k_cache, indices, topk_length, o_part, lse_part, softmax_
     fp8, u8, bf16 = _flat_views(k_cache)
     has_len = topk_length is not None
     lens = topk_length.reshape(-1).to(torch.int32) if has_len else idx  # any tensor when unused
+    if cfg.sm90:
+        if gluon is None or device_arch(q3.device) != SM90_ARCH:
+            raise RuntimeError("the sm90 kernel needs Triton's Gluon and a compute capability 9.0 GPU")
+        _split_kernel_sm90[(triton.cdiv(heads, 64), splits, batch)](
+            q3, fp8, u8, bf16, idx, lens, o_part, lse_part,
+            float(softmax_scale) * LOG2E, page_size, page_bytes, page_size * dsv4_cache.DATA_STRIDE,
+            heads, topk, splits, split_offset, o_part.shape[1],
+            q3.stride(0), q3.stride(1), idx.stride(0),
+            HAS_TOPK_LEN=has_len, BLOCK_T=cfg.block_t, DEQUANT_ROWS=cfg.dequant_rows, num_warps=cfg.num_warps,
+        )  # fmt: skip
+        return
     if cfg.d_halves:
         _split_dhalf_kernel[(2 * triton.cdiv(heads, cfg.block_h), splits, batch)](
             q3, fp8, u8, bf16, idx, lens, o_part, lse_part,
@@ -521,7 +757,7 @@ def plan_splits(batch, topk, heads, device, num_splits=None) -> int:
         if num_splits < 1:
             raise ValueError("num_splits must be >= 1")
         return int(num_splits)
-    return choose_num_splits(batch, topk, heads, _sm_count(device))
+    return choose_num_splits(batch, topk, heads, _sm_count(device), device_arch(device))
 
 
 def sparse_mla_decode_into(
@@ -557,7 +793,7 @@ def sparse_mla_decode_into(
         q3 = q3.contiguous()
     has_extra = extra_k_cache is not None and extra_indices is not None
     topk = indices.reshape(batch, -1).shape[1]
-    cfg = config or choose_config(batch, topk, heads)
+    cfg = config or choose_config(batch, topk, heads, device_arch(q.device))
     splits = plan_splits(batch, topk, heads, q.device, num_splits)
     extra_splits = 0
     if has_extra:

@@ -191,7 +191,7 @@ def check_case(case: dict, *, with_upstream: bool = True, num_splits: Optional[i
     return result
 
 
-CONFIGS = {"auto": None, "small": smd.SMALL, "medium": smd.MEDIUM, "large": smd.LARGE}
+CONFIGS = {"auto": None, "small": smd.SMALL, "medium": smd.MEDIUM, "large": smd.LARGE, "large_sm90": smd.LARGE_SM90}
 
 VARIANTS = {
     # name: make_case keyword arguments
@@ -228,7 +228,7 @@ def run_check(
         "shape": {"batch": batch, "topk": topk, "heads": heads},
         "device": device,
         "seed": seed,
-        "config": (config or smd.choose_config(batch, topk, heads)).__dict__,
+        "config": (config or smd.choose_config(batch, topk, heads, smd.device_arch(dev))).__dict__,
         "thresholds": {
             "out_norm_rel": OUT_NORM_REL_MAX,
             "out_norm_rel_vs_upstream": OUT_NORM_REL_MAX_VS_UPSTREAM,
@@ -287,7 +287,7 @@ def run_bench(batch, topk, heads, seed, with_upstream, num_splits, config=None) 
     dev = torch.device("cuda")
     case = make_case(batch, topk, heads, dev, seed, topk_length=False)
     args = _call_args(case)
-    cfg = config or smd.choose_config(batch, topk, heads)
+    cfg = config or smd.choose_config(batch, topk, heads, smd.device_arch(dev))
     out = torch.empty(batch, 1, heads, dsv4_cache.HEAD_DIM, dtype=torch.bfloat16, device=dev)
     lse = torch.empty(batch, heads, dtype=torch.float32, device=dev)
 
