@@ -14,6 +14,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
+from .evaluate import gate_verdict
 from .index import mentions
 from .interp import text
 from .model import Gate, GateScan
@@ -415,7 +416,7 @@ def _tie_gate(state: ScanState, sm: int, module: str, site: Site, test: ast.AST,
     rel = state.project.files[module].rel
     gate = _gate_for(state, module, test)
     if gate is not None:
-        verdicts = {s: _verdict_of(gate, s) for s in state.sms}
+        verdicts = {s: gate_verdict(gate, s) for s in state.sms}
         kind = gate.kind
         other = gate.when_false if branch else gate.when_true
         env_reads = {u.name: u for u in gate.env}
@@ -460,15 +461,6 @@ def _tie_gate(state: ScanState, sm: int, module: str, site: Site, test: ast.AST,
         other=other_path,
     )
 
-
-def _verdict_of(gate: Gate, sm: int) -> str:
-    if sm in gate.sms_true:
-        return "true"
-    if sm in gate.sms_maybe:
-        return "maybe"
-    if sm in gate.sms_unknown:
-        return "unknown"
-    return "false"
 
 
 def _alternatives(paths: list, sm: int, universe: tuple) -> tuple[list, list]:

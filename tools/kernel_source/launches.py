@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .evaluate import segment
-from .locate import CUDA_SUFFIXES, PY_SUFFIXES, iter_source_files, parse
+from .locate import CUDA_SUFFIXES, PY_SUFFIXES, iter_source_files, parse, split_top_level
 
 
 @dataclass
@@ -87,7 +87,7 @@ def find_launch_sites(source: Path, name: str) -> list[LaunchSite]:
     pattern = re.compile(re.escape(name) + r"\s*(?:<[^;<>]*(?:<[^;<>]*>[^;<>]*)*>)?\s*<<<(.*?)>>>", re.S)
     for path, text in iter_source_files(source, CUDA_SUFFIXES, name):
         for match in pattern.finditer(text):
-            parts = _split_args(match.group(1))
+            parts = split_top_level(match.group(1), "([{", ")]}")
             line = text.count("\n", 0, match.start()) + 1
             sites.append(
                 LaunchSite(
@@ -142,22 +142,6 @@ def _launch_of(call: ast.Call, name: str, aliases: set[str]) -> tuple[str, ast.e
             grid = next((k.value for k in call.keywords if k.arg == "grid"), None)
             return "run", grid
     return None
-
-
-def _split_args(text: str) -> list[str]:
-    parts, depth, current = [], 0, []
-    for ch in text:
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append("".join(current))
-            current = []
-        else:
-            current.append(ch)
-    parts.append("".join(current))
-    return parts
 
 
 def _cuda_enclosing_function(text: str, offset: int) -> str:

@@ -207,7 +207,7 @@ def _cuda_params(text: str, open_paren: int) -> list[KernelParam]:
         return []
     params = []
     line = text.count("\n", 0, open_paren) + 1
-    for piece in _split_top_level(inner):
+    for piece in split_top_level(inner):
         piece = " ".join(piece.split())
         if not piece:
             continue
@@ -216,12 +216,13 @@ def _cuda_params(text: str, open_paren: int) -> list[KernelParam]:
     return params
 
 
-def _split_top_level(text: str) -> list[str]:
+def split_top_level(text: str, opening: str = "<([", closing: str = ">)]") -> list[str]:
+    """Split on the commas outside any bracket pair (C++ template angle brackets by default)."""
     parts, depth, current = [], 0, []
     for ch in text:
-        if ch in "<([":
+        if ch in opening:
             depth += 1
-        elif ch in ">)]":
+        elif ch in closing:
             depth -= 1
         if ch == "," and depth == 0:
             parts.append("".join(current))
