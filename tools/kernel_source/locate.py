@@ -79,10 +79,8 @@ class KernelDef:
         }
 
 
-def decorator_name(node: ast.expr) -> str:
-    """Dotted name of a decorator (``triton.autotune`` for ``@triton.autotune(...)``)."""
-    if isinstance(node, ast.Call):
-        node = node.func
+def dotted(node: ast.expr) -> str:
+    """``a.b.c`` for an attribute chain on a name ('' where it is not one)."""
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
@@ -90,6 +88,11 @@ def decorator_name(node: ast.expr) -> str:
     if isinstance(node, ast.Name):
         parts.append(node.id)
     return ".".join(reversed(parts))
+
+
+def decorator_name(node: ast.expr) -> str:
+    """Dotted name of a decorator (``triton.autotune`` for ``@triton.autotune(...)``)."""
+    return dotted(node.func if isinstance(node, ast.Call) else node)
 
 
 def _is_jit(node: ast.expr) -> bool:

@@ -15,6 +15,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
+from .locate import dotted
 from .evaluate import (
     Context,
     ModuleRef,
@@ -76,16 +77,6 @@ class LoopInfo:
             "covered_by_grid": self.covered_by_grid,
             "calls": list(self.calls),
         }
-
-
-def dotted(node: ast.expr) -> str:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-    return ".".join(reversed(parts))
 
 
 def _triton_function(call: ast.Call, module: Scope) -> str | None:
