@@ -26,7 +26,7 @@ from git.index.typ import BaseIndexEntry
 from git.objects import Commit
 from gitdb import IStream
 
-from agent.runlog import LOG_NAME, RunLog, prefix_bytes
+from agent.runlog import LOG_NAME, prefix_bytes
 
 AUTHOR = git.Actor("perf-investigator", "perf-investigator@localhost")
 BRANCH = "main"
@@ -258,7 +258,3 @@ def lock_holder(root: Path) -> int | None:
     except OSError as exc:
         return pid if exc.errno == errno.EPERM else None
     return pid
-
-
-def new_log(run: RunDir) -> RunLog:
-    return RunLog.create(run.log_path)

@@ -11,7 +11,7 @@ import json
 import os
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 LOG_NAME = "log.jsonl"
 
@@ -104,7 +104,3 @@ class RunLog:
 
     def events(self) -> list[dict[str, Any]]:
         return read_events(self.path)
-
-
-def iter_kind(events: list[dict[str, Any]], kind: str) -> Iterator[dict[str, Any]]:
-    return (e for e in events if e["kind"] == kind)

@@ -7,7 +7,6 @@ replay that diverged), 2 bad input.
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import sqlite3
 import sys

@@ -11,7 +11,7 @@ import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from agent.rundir import RunDir
 from agent.runlog import RunLog, encode
@@ -276,5 +276,3 @@ def _first_difference(a: Any, b: Any, path: str = "") -> str:
 
 
 _MISSING = object()
-
-StepFn = Callable[..., Finding]

@@ -133,7 +133,7 @@ def scan_gates(state: InvestigationState, session: Session) -> Finding:
                                       for r in relevant_first(differs, tie_files(ties))[:SHOWN_GATES]],
                                 note=f"{len(differs)} gates; the box's picture, not the deployment's"))
             if measured:
-                tables.append(Table(title=f"What-if: backends the box's gates open, measured on the box",
+                tables.append(Table(title="What-if: backends the box's gates open, measured on the box",
                                     columns=["backend", "gate passed", "tok/s", "profiled setting tok/s", "vs profiled", "log"],
                                     rows=measured, note="stand-in box numbers; never part of the deployment's ceiling"))
             what_if_data = {"sm": box_sm, "passes_more": len(differs), "measured": measured}

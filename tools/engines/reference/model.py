@@ -280,7 +280,6 @@ def route(h: torch.Tensor, w: LayerWeights, top_k: int) -> tuple[torch.Tensor, t
 
 
 def moe_block(x: torch.Tensor, w: LayerWeights, shapes: RankShapes) -> torch.Tensor:
-    batch = x.shape[0]
     top_k = shapes.experts_per_token
     h = rms_norm(x, w.ffn_norm)
     ids, weights = route(h, w, top_k)
