@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import itertools
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -194,33 +195,37 @@ class Interpreter:
         frame = Frame(module=module, mode="site" if chain else "global", chain=chain, cls=cls)
         if cls is not None and chain:
             frame.self_value = Instance(cls)
-        saved = self.fx
-        self.fx = Effects()
-        try:
-            value = self.ev(node, frame)
-        except _Budget:
-            value = unknown(f"{text(node)} (evaluation budget exceeded)")
-            self.fx.unresolved.setdefault(text(node), "evaluation budget exceeded")
-        except RecursionError:
-            value = unknown(f"{text(node)} (too deeply nested)")
-            self.fx.unresolved.setdefault(text(node), "too deeply nested to evaluate")
-        effects = self.fx
-        self.fx = saved
+        with self._own_effects() as effects:
+            try:
+                value = self.ev(node, frame)
+            except _Budget:
+                value = unknown(f"{text(node)} (evaluation budget exceeded)")
+                effects.unresolved.setdefault(text(node), "evaluation budget exceeded")
+            except RecursionError:
+                value = unknown(f"{text(node)} (too deeply nested)")
+                effects.unresolved.setdefault(text(node), "too deeply nested to evaluate")
         return value, effects
 
     def call_value(self, func: Any, label: str) -> tuple[Any, Effects]:
         """Result of calling `func` (a FuncRef/PartialRef) with no arguments."""
-        saved = self.fx
-        self.fx = Effects()
-        try:
-            value = self.call(func, [], {}, None, label)
-        except _Budget:
-            value = unknown(f"{label} (evaluation budget exceeded)")
-        effects = self.fx
-        self.fx = saved
+        with self._own_effects() as effects:
+            try:
+                value = self.call(func, [], {}, None, label)
+            except _Budget:
+                value = unknown(f"{label} (evaluation budget exceeded)")
         return value, effects
 
     # ----------------------------------------------------------------- helpers
+
+    @contextmanager
+    def _own_effects(self):
+        """Collect the effects of the work inside into a fresh Effects (yielded), restoring the
+        caller's afterwards; the caller decides how much of them to merge into its own."""
+        saved, self.fx = self.fx, Effects()
+        try:
+            yield self.fx
+        finally:
+            self.fx = saved
 
     def _memo(self, key):
         for table in self._memos:
@@ -653,20 +658,14 @@ class Interpreter:
             self.fx.cut = True
             return unknown(name)
         self._site_stack.add(key)
-        saved = self.fx
-        self.fx = Effects()
         try:
-            values = []
-            chain = frame.chain[: frame.chain.index(fn) + 1] if fn in frame.chain else (fn,)
-            site = Frame(module=frame.module, mode="site", chain=chain, cls=frame.cls, self_value=frame.self_value)
-            for binding in bindings:
-                values.append(self.binding_value(binding, name, site))
-            value = join(values)
+            with self._own_effects() as effects:
+                chain = frame.chain[: frame.chain.index(fn) + 1] if fn in frame.chain else (fn,)
+                site = Frame(module=frame.module, mode="site", chain=chain, cls=frame.cls, self_value=frame.self_value)
+                value = join([self.binding_value(binding, name, site) for binding in bindings])
         finally:
-            effects = self.fx
-            self.fx = saved
             self._site_stack.discard(key)
-        saved.merge(effects)
+        self.fx.merge(effects)
         if not effects.cut:
             self._remember(("s",) + key, value, effects)
         return value
@@ -813,15 +812,12 @@ class Interpreter:
         if scope is None:
             return External(f"{module}.{name}")
         self._global_stack.add(key)
-        saved = self.fx
-        self.fx = Effects()
         try:
-            value = self._global_value(scope, name, node)
+            with self._own_effects() as effects:
+                value = self._global_value(scope, name, node)
         finally:
-            effects = self.fx
-            self.fx = saved
             self._global_stack.discard(key)
-        saved.merge(effects, 1)
+        self.fx.merge(effects, 1)
         if not effects.cut:
             self._remember(("g",) + key, value, effects)
         if isinstance(value, (FuncRef, PartialRef)) and value not in self._binding_of:
@@ -1058,15 +1054,12 @@ class Interpreter:
         if key in self._site_stack:
             return unknown(f"self.{attr}")
         self._site_stack.add(key)
-        saved = self.fx
-        self.fx = Effects()
         try:
-            value = self._instance_attr(inst, attr, node)
+            with self._own_effects() as effects:
+                value = self._instance_attr(inst, attr, node)
         finally:
-            effects = self.fx
-            self.fx = saved
             self._site_stack.discard(key)
-        saved.merge(effects, 1)
+        self.fx.merge(effects, 1)
         if not effects.cut:
             self._remember(("i",) + key, value, effects)
         return value
@@ -1180,18 +1173,17 @@ class Interpreter:
             self.fx.cut = True
             return unknown(label)
         self._call_stack.append(key if memo_ok else (ref.node_id, id(args)))
-        saved = self.fx
-        self.fx = Effects()
         try:
-            value = self._run_function(ref, args, kwargs, label)
-        except _Budget:
-            value = unknown(f"{label} (budget)")
-            self.fx.unresolved.setdefault(label, f"{ref.qualname} too long to evaluate") if looks_arch(label) else None
+            with self._own_effects() as effects:
+                try:
+                    value = self._run_function(ref, args, kwargs, label)
+                except _Budget:
+                    value = unknown(f"{label} (budget)")
+                    if looks_arch(label):
+                        effects.unresolved.setdefault(label, f"{ref.qualname} too long to evaluate")
         finally:
-            effects = self.fx
-            self.fx = saved
             self._call_stack.pop()
-        saved.merge(effects, 1)
+        self.fx.merge(effects, 1)
         if memo_ok and not effects.cut:
             self._remember(("c",) + key, value, effects)
         return value
