@@ -241,6 +241,15 @@ SWEEP_CONFIGS = {
     "sm90_groups": smd.LARGE_SM90,
     "sm90_rows2": dataclasses.replace(smd.LARGE_SM90, dequant_rows=2),
     "sm90_rows4": dataclasses.replace(smd.LARGE_SM90, dequant_rows=4),
+    # warp-specialized (_split_kernel_ws): 64-dim groups dequantized at a time, registers
+    "ws_b1": dataclasses.replace(smd.LARGE_WS, ws_batch=1, ws_regs=(216, 64)),
+    "ws_b2": dataclasses.replace(smd.LARGE_WS, ws_batch=2, ws_regs=(216, 64)),
+    "ws_b4": dataclasses.replace(smd.LARGE_WS, ws_batch=4, ws_regs=(216, 64)),
+    "ws_b4_r208_80": smd.LARGE_WS,
+    # timing probes (wrong results, never checked): the producer idle (no gather or dequantization), the
+    # consumers idle (no dots or softmax)
+    "ws_noproducer": dataclasses.replace(smd.LARGE_WS, ablate=1),
+    "ws_noconsumer": dataclasses.replace(smd.LARGE_WS, ablate=2),
 }
 SWEEP_SHAPES = {(1, 512): (2, 4, 8, 16), (4, 2048): (4, 8, 16), (16, 2048): (2, 4, 8), (64, 2048): (1, 2, 3, 4)}
 

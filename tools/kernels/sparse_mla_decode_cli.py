@@ -191,7 +191,7 @@ def check_case(case: dict, *, with_upstream: bool = True, num_splits: Optional[i
     return result
 
 
-CONFIGS = {"auto": None, "small": smd.SMALL, "medium": smd.MEDIUM, "large": smd.LARGE, "large_sm90": smd.LARGE_SM90}
+CONFIGS = {"auto": None, "small": smd.SMALL, "medium": smd.MEDIUM, "large": smd.LARGE, "large_sm90": smd.LARGE_SM90, "large_ws": smd.LARGE_WS}
 
 VARIANTS = {
     # name: make_case keyword arguments
