@@ -263,11 +263,12 @@ def propose_options(state: InvestigationState, session: Session) -> Finding:
     offered = [o["name"] for o in options if o["offered"]]
     headline = f"{len(offered)} option(s) offered: {', '.join(offered)}; auto would choose {auto}"
     if times is not None and fallback["offered"]:
-        headline += (f"; the fallback kernels at their floors bound owning them at {fallback['upper_x']:.4g}x "
-                     f"(instant: {fallback['instant_x']:.4g}x)")
+        headline += (f"; the fallback kernels at their floors bound owning them at {fallback['upper_x']:.5g}x "
+                     f"(instant: {fallback['instant_x']:.5g}x)")
     return Finding(
         index=next_index(state), step="options", headline=headline, verdict=f"auto:{auto}",
-        numbers={**{f"{o['name']}_upper_x": Number(value=o["upper_x"], unit="x", label=f"{o['title']}: upper bound")
+        numbers={**{f"{o['name']}_upper_x": Number(value=o["upper_x"], unit="x",
+                                                    label=f"{o['title']}: upper bound, {o['bound_from']}")
                     for o in options}, **numbers},
         tables=[Table(title="Options", columns=OPTION_COLUMNS, rows=[option_row(o) for o in options]), *tables],
         evidence=sorted({s for f in ("survey", "levers", "profile", "grid", "gates") if finding_for(state, f)
