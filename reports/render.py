@@ -7,7 +7,7 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from agent.state import Finding
+from agent.state import Finding, Table
 from reports.format import cell, fmt, pct, signed_pct
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
@@ -17,7 +17,7 @@ def _env() -> Environment:
     env = Environment(loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined, keep_trailing_newline=True,
                       trim_blocks=True, lstrip_blocks=True, autoescape=False)
     env.filters.update(fmt=fmt, pct=pct, signed_pct=signed_pct, cell=cell)
-    env.globals.update(log_links=log_links, finding_link=finding_link, num=num, table=table)
+    env.globals.update(log_links=log_links, finding_link=finding_link, num=num, table=table, decision_table=decision_table)
     return env
 
 
@@ -51,6 +51,44 @@ def table(t, prefix: str = "") -> str:
         lines.append("")
         lines.append(f"_{t.note}_")
     return "\n".join(lines)
+
+
+def chosen_option(decision: dict[str, Any] | None) -> str | None:
+    """The option a decision took ("stop" is the accept-ceiling option); None when none was recorded."""
+    if not decision:
+        return None
+    return "accept-ceiling" if decision["choice"] == "stop" else decision["choice"]
+
+
+def measured_outcome(splitk: Finding | None, prefix: str = "") -> str | None:
+    """The split-K run's engine tok/s and its ratio to the profiled setting, linked to where they came from."""
+    if splitk is None or splitk.numbers.get("splitk_tok_s") is None:
+        return None
+    tok_s, ratio = splitk.numbers["splitk_tok_s"], splitk.numbers["measured_x"]
+    seqs = sorted(set(tok_s.seqs) | set(ratio.seqs))
+    return (f"**{fmt(tok_s.value, '.4g', tok_s.unit)}, {fmt(ratio.value, '.3g')}x** "
+            f"({finding_link(splitk, prefix + 'findings/')}; {log_links(seqs, prefix)})")
+
+
+def decision_table(options: Finding, decision: dict[str, Any] | None, splitk: Finding | None) -> Table:
+    """The options finding's table as a decision table: which option was chosen, and for the chosen
+    one its measured outcome (the split-K run's tok/s and x) beside its bound; "-" elsewhere."""
+    source = options.tables[0]
+    chosen = chosen_option(decision)
+    measured = measured_outcome(splitk) if chosen == "splitk" else None
+    at_chosen, at_measured = 1, source.columns.index("estimate (x)") + 2
+    columns = list(source.columns)
+    columns.insert(at_chosen, "chosen")
+    columns.insert(at_measured, "measured")
+    rows = []
+    for row in source.rows:
+        row = list(row)
+        this = row[0] == chosen
+        row.insert(at_chosen, "yes" if this else "-")
+        row.insert(at_measured, measured if this and measured else "-")
+        rows.append(row)
+    return Table(title="Decision", columns=columns, rows=rows,
+                 note="measured: the engine re-run with the chosen option built on the box, against the profiled setting")
 
 
 def render_finding(finding: Finding) -> str:

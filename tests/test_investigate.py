@@ -88,6 +88,42 @@ def test_the_split_k_step_ran_and_checked_its_kernel(dsv4_run):
     assert splitk["data"]["check"]["ok"] is True
 
 
+def test_options_bound_the_fallbacks_by_their_floors_and_the_report_shows_the_measured_outcome(dsv4_run):
+    survey, profile, options, splitk = (finding(dsv4_run, s) for s in ("survey", "profile", "options", "splitk"))
+    # the rates were measured on the box by the survey's tool call, not assumed
+    for key in ("copy_gb_s", "matmul_tflop_s"):
+        number = survey["numbers"][key]
+        assert number["value"] > 0 and number["seqs"] == survey["evidence"]
+    own = next(o for o in options["data"]["options"] if o["name"] == "own-fallbacks")
+    (row,) = own["floors"]["kernels"]
+    work = profile["data"]["attention_work"]["kernels"][row["kernel"]]
+    steps = profile["numbers"]["steps"]["value"]
+    assert row["calls"] == work["calls_per_step"] * steps
+    assert (row["bytes"], row["flops"]) == (work["bytes_per_step"] * steps, work["flops_per_step"] * steps)
+    floor = 1e3 * max(row["bytes"] / (survey["numbers"]["copy_gb_s"]["value"] * 1e9),
+                      row["flops"] / (survey["numbers"]["matmul_tflop_s"]["value"] * 1e12))
+    assert row["floor_ms"] == pytest.approx(floor) and row["headroom"] == pytest.approx(row["ms"] / floor)
+    total = profile["numbers"]["total_ms"]["value"]
+    assert own["upper_x"] == pytest.approx(total / (total - row["ms"] + floor))
+    assert own["instant_x"] == pytest.approx(total / (total - row["ms"])) and own["upper_x"] < own["instant_x"]
+    assert any(t["title"] == "Fallback kernels against their floors" for t in options["tables"])
+    # the decision table: the chosen row carries the split-K run's measured outcome, the others "-"
+    report = (dsv4_run / "PROFILE_FINDINGS.md").read_text()
+    section = report.split("## 7. Options")[1].split("## 8.")[0]
+    header = next(line for line in section.splitlines() if line.startswith("| option |"))
+    columns = [c.strip() for c in header.strip("|").split("|")]
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.strip().strip("|").split("|")]
+            for line in section.splitlines() if line.startswith("| ") and not line.startswith(("| option", "| ---"))
+            and line.split("|")[1].strip() in {"splitk", "own-fallbacks", "move-hardware", "accept-ceiling"}}
+    chosen, measured = columns.index("chosen"), columns.index("measured")
+    tok_s, ratio = splitk["numbers"]["splitk_tok_s"]["value"], splitk["numbers"]["measured_x"]["value"]
+    assert rows["splitk"][chosen] == "yes"
+    assert rows["splitk"][measured].startswith(f"**{tok_s:.4g} tok/s, {ratio:.3g}x** ([08-splitk]")
+    assert all(rows[name][measured] == "-" and rows[name][chosen] == "-"
+               for name in ("own-fallbacks", "move-hardware", "accept-ceiling"))
+    assert "### Fallback kernels against their floors" in section
+
+
 def test_other_shapes_give_numbers_that_follow_from_them(other_run):
     grid = finding(other_run, "grid")
     rows = {r["point"]["label"]: r for r in grid["data"]["reports"]}

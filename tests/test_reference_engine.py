@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tools.engines.reference import attention, model, spec as spec_mod
+from tools.engines.reference import attention, model, spec as spec_mod, work
 from tools.kernels import dsv4_cache
 
 REPO = Path(__file__).resolve().parents[1]
@@ -101,6 +101,16 @@ def test_bench_upstream_kernel_on_interpreter_writes_trace(tmp_path):
     assert {e["name"] for e in ranges} - {e["name"] for e in steps} == {KERNEL}
     for k in kernels:
         assert any(s["ts"] <= k["ts"] and k["ts"] + k["dur"] <= s["ts"] + s["dur"] for s in steps)
+    # The work the bench reports for the profiled batch accounts for every launch the trace holds,
+    # with the bytes and FLOPs of a hand calculation (tiny_spec: 8 kernel heads, window 64 tokens,
+    # the c4 layer's top-k 64 of 256 // 4 compressed, the c128 layer's 256 // 128 = 2).
+    work_b2 = next(w for w in out["attention_work"] if w["batch"] == 2)
+    model_b2 = work_b2["kernels"][KERNEL]
+    assert model_b2["calls_per_step"] * len(steps) == len(kernels)
+    q_out = 2 * 2 * 8 * 512 * 2
+    assert model_b2["bytes_per_step"] == 2 * (2 * 64 * 584 + q_out) + (2 * 64 * 584 + q_out) + (2 * 2 * 584 + q_out)
+    assert model_b2["flops_per_step"] == 4 * 2 * 8 * 512 * (64 + 64 + 64 + 2)
+    assert [w["batch"] for w in out["attention_work"]] == [1, 2]
 
 
 @pytest.mark.parametrize("backend", ["sglang-triton", "splitk"])
@@ -231,3 +241,43 @@ def test_routed_experts_match_a_per_expert_loop():
         gate, up = (weights.shared_w13.float() @ h[t]).chunk(2)
         expected[t] += weights.shared_w2.float() @ (torch.nn.functional.silu(gate) * up)
     assert torch.allclose(got.float(), expected, atol=0.05 * expected.abs().max().item(), rtol=0)
+
+
+def test_work_model_matches_hand_computation_and_the_calls_the_engine_makes():
+    """The bytes/FLOPs model against a hand calculation for a small spec, and its tokens against the
+    valid indices of every attention call the engine really makes in a decode step."""
+    shapes = spec_mod.rank_shapes(spec_mod.BenchSpec.model_validate(tiny_spec()))
+    batch = 3
+    got = work.attention_work(shapes, batch, "sglang-triton")
+    # by hand: B=3, H=8 (4 a rank padded to 8), window 64 tokens, c4 top-k min(64, 256 // 4) = 64,
+    # c128 256 // 128 = 2; a token 584 bytes, q and out bf16 [3, 8, 512] each
+    q_out = 2 * 3 * 8 * 512 * 2
+    hand = [("window", 64), ("c4", 64), ("window", 64), ("c128", 2)]
+    assert [(c["cache"], c["tokens"]) for c in got["calls"]] == hand
+    assert [c["bytes"] for c in got["calls"]] == [3 * n * 584 + q_out for _, n in hand]
+    assert [c["flops"] for c in got["calls"]] == [4 * 3 * 8 * n * 512 for _, n in hand]
+    assert got["kernels"][KERNEL] == {"calls_per_step": 4, "bytes_per_step": 4 * q_out + 3 * 194 * 584,
+                                      "flops_per_step": 4 * 3 * 8 * 194 * 512}
+    assert work.attention_work(shapes, batch, "torch")["kernels"] == {}
+
+    # the engine's own calls: valid tokens a request, per call, as the kernels see them
+    seen = []
+
+    def recording(q, k_cache, indices, lengths, sink, head_dim_v, scale, extra_cache, extra_indices, extra_lengths):
+        for idx, n in ((indices, lengths), (extra_indices, extra_lengths)):
+            if idx is None:
+                continue
+            flat = idx.reshape(idx.shape[0], -1)
+            valid = (flat >= 0) & (torch.arange(flat.shape[1])[None, :] < n[:, None])
+            seen.append((tuple(q.shape), valid.sum(dim=1).tolist()))
+        return attention.torch_sparse_decode(q, k_cache, indices, lengths, sink, head_dim_v, scale,
+                                             extra_cache, extra_indices, extra_lengths)
+
+    gen = torch.Generator().manual_seed(0)
+    with torch.inference_mode():
+        layers = []
+        for ratio in shapes.layer_compress_ratios:
+            layers.append((model.make_layer_weights(shapes, ratio, gen, "cpu"),
+                           model.make_layer_state(shapes, ratio, batch, gen, "cpu")))
+        model.decode_step(model.random_tensor((batch, shapes.hidden), gen, "cpu"), layers, shapes, recording)
+    assert seen == [((batch, 1, 8, 512), [c["tokens"]] * batch) for c in got["calls"]]

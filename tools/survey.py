@@ -1,8 +1,9 @@
 """Box-side survey: ``python -m tools.survey`` prints one JSON object describing the machine.
 
 GPUs (name, SM count, compute capability, memory), driver, CPU and memory, and the versions of the
-software the investigation uses (torch, triton, sglang and where its source lies, flash_mla).
-Nothing here needs a GPU or torch: what is missing is reported as missing.
+software the investigation uses (torch, triton, sglang and where its source lies, flash_mla), and the
+copy bandwidth and matmul rate the box reaches (``tools.rates``: the denominators of kernel floors;
+a few seconds on a CPU). Nothing here needs a GPU or torch: what is missing is reported as missing.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import shutil
 import subprocess
 import sys
 from importlib.metadata import PackageNotFoundError, version
+
+from tools import rates
 
 
 def _version(dist: str) -> str | None:
@@ -93,6 +96,7 @@ def survey() -> dict:
         "gpus": gpus,
         "gpu_note": gpu_note,
         "nvidia_smi": _nvidia_smi(),
+        "rates": rates.measure(),
         "software": {
             "torch": _version("torch"), "triton": _version("triton"), "sglang": _version("sglang"),
             "sglang_dir": sglang_dir, "flash_mla": _version("sgl-flash-mla") or _version("flash_mla"),

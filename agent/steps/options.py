@@ -1,11 +1,16 @@
 """Options: each path forward with a bound computed from the evidence, then a decision.
 
+Bounds are Amdahl over the profile. Owning the fallback stack is bounded twice: with each fallback
+kernel's time become its floor (the engine's bytes and FLOPs over the box's measured copy bandwidth
+and matmul rate), and, looser, with those kernels instant.
+
 ``propose_options`` records the options as a finding; ``await_decision`` asks for the choice (a
 LangGraph interrupt, answered by a prompt or ``--decide``) and journals it.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -36,7 +41,7 @@ def splitk_option(state: InvestigationState, total: float, part: float, tok_s: f
     upper = amdahl(total, part)
     option = {
         "name": "splitk", "title": "Split-K rewrite of the dominant kernel", "offered": candidate, "why": why,
-        "upper_x": upper, "upper_tok_s": tok_s * upper,
+        "upper_x": upper, "upper_tok_s": tok_s * upper, "instant_x": upper, "bound_from": "the dominant kernel instant",
         "estimate_x": amdahl(total, part, estimate["speedup"]) if estimate else None,
         "estimate_tok_s": tok_s * amdahl(total, part, estimate["speedup"]) if estimate else None,
         "estimate_basis": estimate["basis"] if estimate else "no structural estimate",
@@ -52,41 +57,145 @@ def splitk_option(state: InvestigationState, total: float, part: float, tok_s: f
     return option
 
 
-def fallback_option(state: InvestigationState, total: float, tok_s: float) -> dict[str, Any]:
+def kernel_floor_ms(work_bytes: float, flops: float, gb_s: float, tflop_s: float) -> tuple[float, str]:
+    """A kernel's floor in ms and what sets it: max(bytes / bandwidth, FLOPs / matmul rate)."""
+    memory_ms = work_bytes / (gb_s * 1e9) * 1e3
+    compute_ms = flops / (tflop_s * 1e12) * 1e3
+    return (memory_ms, "memory") if memory_ms >= compute_ms else (compute_ms, "compute")
+
+
+def floor_bound(total: float, parts: list[tuple[float, float | None]]) -> float:
+    """Whole-step speedup when each kernel's time t becomes its floor: ``T / (T - sum t + sum floor)``.
+
+    ``parts`` holds (t, floor) pairs; a floor of None (no work model) counts as an instant kernel, and
+    a floor above t (the box beat its measured copy bandwidth, e.g. from cache) counts as t: owning a
+    kernel is never modelled as a slowdown.
+    """
+    measured = sum(t for t, _ in parts)
+    if not 0 <= measured <= total or total <= 0:
+        raise ValueError(f"need 0 <= kernel time ({measured}) <= total ({total}) and total > 0")
+    remaining = total - measured + sum(min(f, t) for t, f in parts if f is not None)
+    return math.inf if remaining == 0 else total / remaining
+
+
+def box_rates(state: InvestigationState) -> tuple[dict[str, Any] | None, str]:
+    """The survey's measured copy bandwidth and matmul rate (with their log lines), or None and why."""
+    survey = finding_for(state, "survey")
+    if survey is None or not {"copy_gb_s", "matmul_tflop_s"} <= set(survey.numbers):
+        error = (survey.data["survey"].get("rates") or {}).get("error") if survey else None
+        return None, f"no measured rates ({error or 'the survey reported none'})"
+    copy, matmul = survey.numbers["copy_gb_s"], survey.numbers["matmul_tflop_s"]
+    return {"gb_s": copy.value, "tflop_s": matmul.value, "dtype": survey.data["survey"]["rates"]["matmul"]["dtype"],
+            "seqs": sorted(set(copy.seqs) | set(matmul.seqs))}, ""
+
+
+def fallback_floors(state: InvestigationState, total: float) -> dict[str, Any]:
+    """Each profiled fallback kernel (the gates' ``fallback_kernels`` joined with the profile's kernel
+    table) against its floor over the profiled window: the engine's bytes and FLOPs a step times the
+    steps profiled, over the box's measured rates. A kernel without a work model, or whose profiled
+    calls the model does not account for, or a box without measured rates, gets no floor, says why,
+    and counts as instant in the bound."""
     gates = finding_for(state, "gates")
-    fallbacks = gates.data.get("fallback_kernels", []) if gates else []
     profile = finding_for(state, "profile")
-    kernels = {k["name"]: k for k in profile.data["summary"]["merged"]["kernels"]}
-    part = sum(kernels[name]["total_us"] for name in {f["kernel"] for f in fallbacks} if name in kernels) / 1000
-    share = part / total if total else 0.0
-    upper = amdahl(total, part) if part else 1.0
-    names = sorted({f["kernel"] for f in fallbacks})
+    fallbacks = gates.data.get("fallback_kernels", []) if gates else []
+    profiled = {k["name"]: k for k in profile.data["summary"]["merged"]["kernels"]}
+    names = sorted({f["kernel"] for f in fallbacks} & set(profiled))
+    steps = profile.number("steps")
+    work = (profile.data.get("attention_work") or {}).get("kernels", {})
+    rates, no_rates = box_rates(state)
+    kernels = []
+    for name in names:
+        t = profiled[name]["total_us"] / 1000
+        row = {"kernel": name, "calls": profiled[name]["calls"], "ms": t, "bytes": None, "flops": None,
+               "floor_ms": None, "floor_from": None, "headroom": None, "note": ""}
+        model = work.get(name)
+        if model is None:
+            row["note"] = "no floor (no bytes/FLOPs model)"
+        elif model["calls_per_step"] * steps != row["calls"]:
+            row["note"] = (f"no floor (the model's {model['calls_per_step']} calls a step x {steps} steps "
+                           f"!= {row['calls']} profiled calls)")
+        else:
+            row.update(bytes=model["bytes_per_step"] * steps, flops=model["flops_per_step"] * steps)
+            if rates is None:
+                row["note"] = f"no floor ({no_rates})"
+            else:
+                row["floor_ms"], row["floor_from"] = kernel_floor_ms(row["bytes"], row["flops"], rates["gb_s"], rates["tflop_s"])
+                row["headroom"] = t / row["floor_ms"] if row["floor_ms"] else math.inf
+                if row["floor_ms"] > t:
+                    row["note"] = "measured under its floor (data held in cache between steps?): bounded as is"
+        row["bound_x"] = floor_bound(total, [(t, row["floor_ms"])])
+        row["instant_x"] = amdahl(total, t)
+        kernels.append(row)
+    parts = [(k["ms"], k["floor_ms"]) for k in kernels]
+    return {
+        "kernels": kernels, "steps": steps, "rates": rates, "no_rates": no_rates,
+        "ms": sum(t for t, _ in parts),
+        "floor_ms": sum(min(f, t) for t, f in parts if f is not None),
+        "without_floor": [k["kernel"] for k in kernels if k["floor_ms"] is None],
+        "bound_x": floor_bound(total, parts) if parts else 1.0,
+        "instant_x": amdahl(total, sum(t for t, _ in parts)) if parts else 1.0,
+    }
+
+
+def floors_table(floors: dict[str, Any], total: float) -> Table:
+    """The fallback kernels against their floors, one row each and one for them all."""
+    rows = [[k["kernel"], k["calls"], k["ms"], k["bytes"], k["flops"], k["floor_ms"], k["floor_from"] or k["note"],
+             k["headroom"], k["bound_x"], k["instant_x"]] for k in floors["kernels"]]
+    if len(rows) > 1:
+        rows.append([f"all {len(rows)}", sum(k["calls"] for k in floors["kernels"]), floors["ms"],
+                     None, None, floors["floor_ms"], f"{len(floors['without_floor'])} without a floor: instant",
+                     None, floors["bound_x"], floors["instant_x"]])
+    rates = floors["rates"]
+    note = (f"floor = max(bytes / {rates['gb_s']:.4g} GB/s copy bandwidth, FLOPs / {rates['tflop_s']:.4g} TFLOP/s "
+            f"{rates['dtype']} matmul), both measured on the box by box.survey; bytes and FLOPs are the engine's "
+            f"work model a step x {floors['steps']} profiled steps; headroom = measured / floor; "
+            f"bound = T / (T - t + floor) with T = {total:.4g} ms, instant = T / (T - t)"
+            if rates else f"{floors['no_rates']}: every kernel bounded as instant")
+    return Table(title="Fallback kernels against their floors",
+                 columns=["kernel", "calls", "measured ms", "bytes", "FLOPs", "floor ms", "floor from",
+                          "headroom (x)", "bound (x)", "instant (x)"], rows=rows, note=note)
+
+
+def fallback_option(state: InvestigationState, total: float, tok_s: float) -> dict[str, Any]:
+    floors = fallback_floors(state, total)
+    names = [k["kernel"] for k in floors["kernels"]]
+    share = floors["ms"] / total if total else 0.0
+    if not names:
+        basis = "no profiled fallback kernel"
+    elif floors["without_floor"]:
+        basis = (f"the fallback kernels at their floors; {', '.join(floors['without_floor'])} without one, "
+                 f"counted as instant")
+    else:
+        basis = "the fallback kernels at their floors (measured box bandwidth and matmul rate)"
     return {
         "name": "own-fallbacks", "title": "Own the fallback kernel stack", "offered": bool(names),
         "why": (f"the gates tie {len(names)} profiled kernel(s) to gated-off fast paths: {', '.join(names)}"
                 if names else "the gates tie no profiled kernel to a gated-off fast path"),
-        "share": share, "upper_x": upper, "upper_tok_s": tok_s * upper, "estimate_x": None, "estimate_tok_s": None,
-        "estimate_basis": "upper bound: those kernels instant; their real floor is their bytes at the declared "
-                          "hardware's bandwidth",
+        "share": share, "upper_x": floors["bound_x"], "upper_tok_s": tok_s * floors["bound_x"],
+        "instant_x": floors["instant_x"], "bound_from": basis, "floors": floors,
+        "estimate_x": None, "estimate_tok_s": None,
+        "estimate_basis": f"upper bound: {basis}; with those kernels instant {floors['instant_x']:.4g}x",
         "cost": "writing and maintaining kernels for every gated-off path on the declared architecture",
         "falsifier": "the fallback kernels are already near their memory/compute floors on the declared hardware",
         "can_try_here": False, "try_note": "a development project, not a run",
     }
 
 
-def hardware_option(state: InvestigationState, total: float, tok_s: float) -> dict[str, Any]:
+def hardware_option(state: InvestigationState, total: float, tok_s: float, fallback: dict[str, Any]) -> dict[str, Any]:
     gates = finding_for(state, "gates")
     target = target_of(state)
     passing = gates.data.get("architectures_passing", []) if gates else []
-    fallback = fallback_option(state, total, tok_s)
+    basis = "the fallback kernels instant (the gated path's own time on that hardware is not measured here)"
     return {
         "name": "move-hardware", "title": "Move to hardware whose gates pass", "offered": bool(passing),
         "why": (f"the gated fast paths {', '.join(sorted({f['fast_path'] for f in gates.data['fallback_kernels']}))} "
                 f"are allowed on {len(passing)} other architectures (sm_90 and sm_100 among them: "
                 f"{90 in passing and 100 in passing}); sm_{target.deployment.sm} falls back"
                 if passing else "no gate names another architecture"),
-        "upper_x": fallback["upper_x"], "upper_tok_s": fallback["upper_tok_s"], "estimate_x": None, "estimate_tok_s": None,
-        "estimate_basis": "upper bound: the fallback kernels replaced by the gated path at zero cost",
+        "upper_x": fallback["instant_x"], "upper_tok_s": tok_s * fallback["instant_x"], "instant_x": fallback["instant_x"],
+        "bound_from": basis, "estimate_x": None, "estimate_tok_s": None,
+        "estimate_basis": f"upper bound: {basis}; the instant bound is kept, the looser one, since the floors "
+                          "measured on this box say nothing of the other hardware's gated path",
         "cost": "new hardware (e.g. B200, sm_100) and a redeployment",
         "falsifier": "a benchmark of the gated path on that hardware at the deployment's shapes",
         "can_try_here": False, "try_note": "needs the other hardware",
@@ -96,7 +205,8 @@ def hardware_option(state: InvestigationState, total: float, tok_s: float) -> di
 def accept_option(tok_s: float) -> dict[str, Any]:
     return {
         "name": "accept-ceiling", "title": "Accept the ceiling (stop here)", "offered": True,
-        "why": "always available", "upper_x": 1.0, "upper_tok_s": tok_s, "estimate_x": 1.0, "estimate_tok_s": tok_s,
+        "why": "always available", "upper_x": 1.0, "upper_tok_s": tok_s, "instant_x": 1.0,
+        "bound_from": "today's measurement", "estimate_x": 1.0, "estimate_tok_s": tok_s,
         "estimate_basis": "today's measurement", "cost": "none", "falsifier": "-",
         "can_try_here": True, "try_note": "ends the investigation with the report",
     }
@@ -111,31 +221,57 @@ def auto_choice(options: list[dict[str, Any]]) -> str:
     return best["name"]
 
 
+OPTION_COLUMNS = ["option", "offered", "bound (x)", "bound tok/s", "bound from", "instant bound (x)", "estimate (x)",
+                  "cost to try", "what would prove it wrong", "try here"]
+
+
+def option_row(o: dict[str, Any]) -> list[Any]:
+    return [o["name"], "yes" if o["offered"] else "no", o["upper_x"], o["upper_tok_s"], o["bound_from"], o["instant_x"],
+            o["estimate_x"], o["cost"], o["falsifier"], "yes" if o["can_try_here"] else f"no: {o['try_note']}"]
+
+
 def propose_options(state: InvestigationState, session: Session) -> Finding:
     """Turn the findings into options, each with its bound (Amdahl from the measured profile), its
-    cost, what would prove it wrong, and whether this box can try it. No tool calls."""
+    cost, what would prove it wrong, and whether this box can try it. Owning the fallback stack is
+    bounded by the fallback kernels at their floors (bytes and FLOPs from the engine over the box's
+    measured bandwidth and matmul rate), with the looser instant bound beside it. No tool calls."""
     levers = finding_for(state, "levers")
     times = _profile_times(state)
     profile = finding_for(state, "profile")
     tok_s = profile.number("setting_tok_s") if profile else levers.number("baseline_tok_s")
+    tables, numbers = [], {}
     if times is None:
         options = [accept_option(tok_s)]
     else:
         total, part, _ = times
-        options = [splitk_option(state, total, part, tok_s), fallback_option(state, total, tok_s),
-                   hardware_option(state, total, tok_s), accept_option(tok_s)]
+        fallback = fallback_option(state, total, tok_s)
+        options = [splitk_option(state, total, part, tok_s), fallback,
+                   hardware_option(state, total, tok_s, fallback), accept_option(tok_s)]
+        floors = fallback["floors"]
+        if floors["kernels"]:
+            tables.append(floors_table(floors, total))
+            seqs = sorted(set(profile.evidence) | set(floors["rates"]["seqs"] if floors["rates"] else []))
+            numbers = {
+                "fallback_ms": Number(value=floors["ms"], unit="ms", label="fallback kernels' time in the profile",
+                                      seqs=profile.evidence),
+                "fallback_floor_ms": Number(value=floors["floor_ms"], unit="ms", seqs=seqs,
+                                            label="their floors over the profiled window (kernels without one: 0)"),
+                "own-fallbacks_instant_x": Number(value=fallback["instant_x"], unit="x", seqs=profile.evidence,
+                                                  label="Own the fallback kernel stack: those kernels instant"),
+            }
     auto = auto_choice(options)
-    rows = [[o["name"], "yes" if o["offered"] else "no", o["upper_x"], o["upper_tok_s"], o["estimate_x"],
-             o["cost"], o["falsifier"], "yes" if o["can_try_here"] else f"no: {o['try_note']}"] for o in options]
     offered = [o["name"] for o in options if o["offered"]]
     headline = f"{len(offered)} option(s) offered: {', '.join(offered)}; auto would choose {auto}"
+    if times is not None and fallback["offered"]:
+        headline += (f"; the fallback kernels at their floors bound owning them at {fallback['upper_x']:.5g}x "
+                     f"(instant: {fallback['instant_x']:.5g}x)")
     return Finding(
         index=next_index(state), step="options", headline=headline, verdict=f"auto:{auto}",
-        numbers={f"{o['name']}_upper_x": Number(value=o["upper_x"], unit="x", label=f"{o['title']}: upper bound")
-                 for o in options},
-        tables=[Table(title="Options", columns=["option", "offered", "bound (x)", "bound tok/s", "estimate (x)",
-                                                 "cost to try", "what would prove it wrong", "try here"], rows=rows)],
-        evidence=sorted({s for f in ("levers", "profile", "grid", "gates") if finding_for(state, f)
+        numbers={**{f"{o['name']}_upper_x": Number(value=o["upper_x"], unit="x",
+                                                    label=f"{o['title']}: upper bound, {o['bound_from']}")
+                    for o in options}, **numbers},
+        tables=[Table(title="Options", columns=OPTION_COLUMNS, rows=[option_row(o) for o in options]), *tables],
+        evidence=sorted({s for f in ("survey", "levers", "profile", "grid", "gates") if finding_for(state, f)
                          for s in finding_for(state, f).evidence}),
         labels=list(levers.labels),
         data={"options": options, "auto": auto},

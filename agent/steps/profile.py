@@ -19,12 +19,19 @@ def short_name(name: str) -> str:
     return name if len(name) <= NAME_WIDTH else name[: NAME_WIDTH - 3] + "..."
 
 
+def work_at(result_data: dict, batch: int) -> dict | None:
+    """The engine's bytes/FLOPs model of the attention calls at ``batch`` (None if it reported none)."""
+    return next((w for w in result_data.get("attention_work") or [] if w["batch"] == batch), None)
+
+
 def profile_decode(state: InvestigationState, session: Session) -> Finding:
     """Trace ``profile.steps`` decode steps of the deployment's setting (with the execution levers
     that moved throughput up, e.g. CUDA graphs), timing the same setting, then rank the kernels:
     table, categories, GPU idle inside the window, and the dominant kernel when one holds at least
-    the target's dominant share. A trace whose kernels are hidden (CUDA-graph launches without
-    kernel events) is reported as incomplete and nothing is ranked from it."""
+    the target's dominant share. The engine's bytes/FLOPs per step of each attention kernel at the
+    profiled batch ride along (``data.attention_work``) for the kernels' floors. A trace whose
+    kernels are hidden (CUDA-graph launches without kernel events) is reported as incomplete and
+    nothing is ranked from it."""
     target = target_of(state)
     device = finding_for(state, "survey").data["box"]["device"]
     batch = target.profile.batch or measured_batch(target, device)
@@ -125,6 +132,7 @@ def profile_decode(state: InvestigationState, session: Session) -> Finding:
             "batch": batch,
             "kernel_config": result["data"].get("kernel_config"),
             "shapes": result["data"].get("shapes"),
+            "attention_work": work_at(result["data"], batch),
             "kind": summary.kind,
             "setting": setting_data,
         },

@@ -33,9 +33,29 @@ def stand_in_reason(target: Target, box: dict) -> str | None:
     return None
 
 
+def rate_numbers(rates: dict, seq: list[int]) -> dict[str, Number]:
+    """The box's measured copy bandwidth and matmul rate as numbers (none when the survey could not
+    measure them: the options step then says so instead of computing floors)."""
+    if not rates or rates.get("error"):
+        return {}
+    copy, matmul = rates["copy"], rates["matmul"]
+    where = "device to device" if rates["device"] == "cuda" else "host memory"
+    return {
+        "copy_gb_s": Number(value=copy["gb_s"], unit="GB/s", seqs=seq,
+                            label=f"copy bandwidth, {where}: median of {copy['repeats']} copies of "
+                                  f"{copy['bytes_copied'] / 2**20:.0f} MiB, bytes read + written"),
+        "matmul_tflop_s": Number(value=matmul["tflop_s"], unit="TFLOP/s", seqs=seq,
+                                 label=f"{matmul['dtype']} matmul rate on the {rates['device']}: median of "
+                                       f"{matmul['repeats']} {matmul['n']}x{matmul['n']} products"
+                                       + ("" if len(rates["matmul_all"]) == 1 else ", the fastest of "
+                                          + ", ".join(f"{m['dtype']} {m['tflop_s']:.3g}" for m in rates["matmul_all"]))),
+    }
+
+
 def survey_box(state: InvestigationState, session: Session) -> Finding:
-    """Record the box (GPUs, SMs, capability, driver, software) and whether it stands in for the
-    declared hardware. Fails when the survey tool itself fails: nothing after it can be trusted."""
+    """Record the box (GPUs, SMs, capability, driver, software, measured copy bandwidth and matmul
+    rate) and whether it stands in for the declared hardware. Fails when the survey tool itself
+    fails: nothing after it can be trusted. Rates the box could not measure are reported as such."""
     target = target_of(state)
     result = session.call("box.survey", {})
     if not result["ok"]:
@@ -62,6 +82,13 @@ def survey_box(state: InvestigationState, session: Session) -> Finding:
         ["sglang", software.get("sglang") or "missing", "-"],
         ["flash_mla", software.get("flash_mla") or "missing", "-"],
     ]
+    rates = rate_numbers(survey.get("rates") or {}, seq)
+    if rates:
+        rows += [["copy bandwidth (measured)", f"{rates['copy_gb_s'].value:.4g} GB/s", "-"],
+                 [f"{survey['rates']['matmul']['dtype']} matmul (measured)",
+                  f"{rates['matmul_tflop_s'].value:.4g} TFLOP/s", "-"]]
+    else:
+        rows.append(["copy bandwidth, matmul rate", f"not measured: {(survey.get('rates') or {}).get('error', 'no rates in the survey')}", "-"])
     return Finding(
         index=next_index(state),
         step="survey",
@@ -72,6 +99,7 @@ def survey_box(state: InvestigationState, session: Session) -> Finding:
             "box_sm_count": Number(value=box["sm_count"], unit="SMs", label="box SMs per GPU", seqs=seq),
             "declared_sm": Number(value=declared.sm, label="declared compute capability (x10)"),
             "declared_sm_count": Number(value=declared.sm_count, unit="SMs", label="declared SMs per GPU"),
+            **rates,
         },
         tables=[Table(title="Box and declared hardware", columns=["", "box", "declared"], rows=rows)],
         evidence=seq,

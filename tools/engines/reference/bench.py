@@ -16,6 +16,7 @@ import torch
 from . import model
 from .attention import load_backend, upstream_kernel_configs
 from .spec import BenchSpec, RankShapes, rank_shapes
+from .work import attention_work
 
 TRACE_NAME = "reference_trace_b{batch}.json.gz"
 
@@ -209,6 +210,9 @@ def run(spec: BenchSpec, out_dir: Path) -> dict:
         "kernel_config": kernel_config,
         "kernel_configs": kernel_configs,
         "trace": trace,
+        # Bytes and FLOPs of the attention calls a step makes, per batch run: the profiled kernels' floors.
+        "attention_work": [attention_work(shapes, batch, spec.attention)
+                           for batch in sorted(set(spec.batch_sizes) | ({spec.profile.batch} if spec.profile else set()))],
         "wall_s": time.perf_counter() - started,
         "notes": _notes(spec, shapes, device, interpreter),
     }
