@@ -143,7 +143,7 @@ def test_config_regimes():
     assert smd.choose_config(64, 2048, 64) is smd.LARGE
     assert smd.LARGE.block_h == 64  # all 64 heads share each gathered tile at large batch
     # Hopper takes the Gluon wgmma kernel in the large regime (where Gluon exists); nothing else changes
-    hopper = smd.LARGE_SM90 if smd.gluon is not None else smd.LARGE
+    hopper = smd.LARGE_WS if smd.gluon is not None else smd.LARGE
     assert smd.choose_config(64, 2048, 64, arch=90) is hopper
     assert smd.choose_config(64, 2048, 64, arch=100) is smd.LARGE
     assert smd.choose_config(4, 2048, 64, arch=90) is smd.MEDIUM
