@@ -24,8 +24,6 @@ def test_examples_are_shipped():
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
 def test_example_replays_byte_for_byte(example, tmp_path):
-    if example == H200:
-        pytest.skip("h200 example predates the options step's kernel floors (measured rates, engine work model); re-recorded on the device")
     outcome = runner.replay(example, tmp_path / "replay")
     assert outcome.exit_code == 0, outcome.message
     assert outcome.details["commits"] == RunDir.open(example, recorded=True).history()
