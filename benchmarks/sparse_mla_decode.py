@@ -75,8 +75,9 @@ def env_info() -> dict:
         "python": sys.version.split()[0],
         "sglang_kernel_file": str(upstream.kernel_path()),
         "sglang_version": upstream.sglang_version(),
-        # The device machine gets a copy of the working tree without .git: pass GIT_REVISION there.
-        "git_revision": _run(["git", "-C", str(REPO), "rev-parse", "HEAD"]) or os.environ.get("GIT_REVISION"),
+        # The device machine's copy of the working tree may carry stale git metadata: GIT_REVISION, when
+        # given, wins.
+        "git_revision": os.environ.get("GIT_REVISION") or _run(["git", "-C", str(REPO), "rev-parse", "HEAD"]),
         "kernel_source_sha256": hashlib.sha256(Path(smd.__file__).read_bytes()).hexdigest(),
     }
 

@@ -160,7 +160,9 @@ def test_replay_diverges_when_a_step_decides_differently(other_run, tmp_path, mo
     import agent.steps.levers as levers
 
     original = levers.noise_band
-    monkeypatch.setattr(levers, "noise_band", lambda values, k, floor: original(values, k, floor + 0.5))
+    # a wider band whatever the run's spread: both terms of max(k x spread, floor) grow, so the
+    # threshold the levers finding records always moves
+    monkeypatch.setattr(levers, "noise_band", lambda values, k, floor: original(values, 2 * k + 1, floor + 0.5))
     outcome = runner.replay(other_run, tmp_path / "replay")
     assert outcome.exit_code == 1
     assert "finding 02-levers differs" in outcome.message

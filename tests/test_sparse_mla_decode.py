@@ -150,17 +150,15 @@ def test_config_regimes():
     assert smd.choose_config(64, 2048, 16, arch=90) is smd.SMALL
 
 
-def _compile_sm90_kernel(dequant_rows: int):
-    """``_split_kernel_sm90`` compiled ahead of time for sm_90 by the installed Triton (no GPU needed):
-    the argument types and 16-divisibility Triton's launcher would give it at the large shape."""
+def _compile_for_sm90(fn, constexprs: dict, **options):
+    """A Gluon kernel compiled ahead of time for sm_90 by the installed Triton (no GPU needed), with the
+    argument types and 16-divisibility Triton's launcher would give it at the large shape."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 
-    fn = smd._split_kernel_sm90
     pointers = {"q_ptr": "*bf16", "cache_fp8_ptr": "*fp8e4nv", "cache_u8_ptr": "*u8", "cache_bf16_ptr": "*bf16",
                 "indices_ptr": "*i32", "topk_len_ptr": "*i32", "o_part_ptr": "*fp32", "lse_part_ptr": "*fp32"}
-    constexprs = {"HAS_TOPK_LEN": True, "BLOCK_T": smd.LARGE_SM90.block_t, "DEQUANT_ROWS": dequant_rows}
     signature, consts, attrs = {}, {}, {}
     for i, name in enumerate(fn.arg_names):
         if name in constexprs:
@@ -171,7 +169,40 @@ def _compile_sm90_kernel(dequant_rows: int):
             if name in pointers or name in ("page_bytes", "scale_section_off", "stride_qb", "stride_qh"):
                 attrs[(i,)] = [["tt.divisibility", 16]]
     source = GluonASTSource(fn, signature, consts, attrs)
-    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": smd.LARGE_SM90.num_warps})
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
+
+
+def _compile_sm90_kernel(dequant_rows: int):
+    return _compile_for_sm90(
+        smd._split_kernel_sm90, {"HAS_TOPK_LEN": True, "BLOCK_T": smd.LARGE_SM90.block_t, "DEQUANT_ROWS": dequant_rows},
+        num_warps=smd.LARGE_SM90.num_warps,
+    )  # fmt: skip
+
+
+@pytest.mark.skipif(smd.gluon is None, reason="this Triton has no Gluon")
+def test_ws_kernel_compiles_to_three_warpgroups_with_register_handoff():
+    # Stand-in for the H200: the warp-specialized kernel as Triton builds it for sm_90. Two consumer
+    # warpgroups run wgmma (the whole S: 64x64; half of O: 64x256), the producer fills the ring by
+    # cp.async and dequantizes with integer ops (no F2F.BF16.F16, the one-element-a-lane conversion the
+    # fp8 -> f16 -> bf16 path compiles to); registers are handed from the producer to the consumers.
+    cfg = smd.LARGE_WS
+    kernel = _compile_for_sm90(
+        smd._split_kernel_ws,
+        {"HAS_TOPK_LEN": True, "PAGE_SIZE": 64, "BLOCK_T": cfg.block_t, "STAGES": cfg.num_stages,
+         "CONSUMER_REGS": cfg.ws_regs[0], "PRODUCER_REGS": cfg.ws_regs[1], "BATCH": cfg.ws_batch, "ABLATE": 0},
+        num_warps=cfg.num_warps, maxnreg=smd.WS_MAXNREG,
+    )  # fmt: skip
+    sass, ptx = kernel.asm["sass"], kernel.asm["ptx"]
+    assert "HGMMA.64x256x16.F32.BF16" in sass and "HGMMA.64x64x16.F32.BF16" in sass
+    assert "LDGSTS" in sass and "SYNCS.ARRIVE" in sass  # cp.async ring, mbarrier hand-offs
+    assert "F2F.BF16.F16" not in sass
+    regs = {int(r) for r in re.findall(r"setmaxnreg\.\w+\.sync\.aligned\.u32\s+(\d+)", ptx)}
+    # 168 x 3 warpgroups = 504 a lane: the second consumer and the producer as configured, the first
+    # consumer what is left
+    assert {cfg.ws_regs[0], cfg.ws_regs[1], 3 * smd.WS_MAXNREG - sum(cfg.ws_regs)} <= regs
+    assert kernel.metadata.shared <= 227 * 1024
+    # a few spilled scalars in the consumers (16 stores with Triton 3.9, 11 with the H200's 3.6), none a tile
+    assert len(re.findall(r"\bSTL\b", sass)) <= 24
 
 
 @pytest.mark.skipif(smd.gluon is None, reason="this Triton has no Gluon")
