@@ -818,7 +818,10 @@ if gluon is not None:
         Same contract as ``_split_kernel``. The producer fills a ``STAGES``-deep ring of dequantized bf16
         [BLOCK_T, 512] tiles while the consumers run wgmma on the previous one, so the gather and the
         dequantization leave the dots' critical path (``_split_kernel_sm90`` runs them in series).
-        Shared memory: Q 64 KB and the ring (64 KB a 64-token stage)."""
+        Shared memory: Q 64 KB, the bf16 ring (64 KB a 64-token stage), the raw ring (two 32-token
+        slots, 32 KB) and the barriers. PAGE_SIZE is a compile-time constant (its division and modulo
+        are on the producer's path); ABLATE 1 / 2 idles the producer / consumers (timing probes).
+        BLOCK_T must be 64 (two 32-token halves a tile) and the launch needs ``maxnreg=WS_MAXNREG``."""
         hb = gl.program_id(0)
         split = gl.program_id(1)
         b = gl.program_id(2).to(gl.int64)
@@ -930,7 +933,8 @@ class KernelConfig:
 SMALL = KernelConfig(block_h=16, block_t=32, num_warps=4, num_stages=2, programs_per_sm=2)
 MEDIUM = KernelConfig(block_h=64, block_t=32, num_warps=4, num_stages=2, programs_per_sm=1, d_halves=True)
 LARGE = KernelConfig(block_h=64, block_t=64, num_warps=8, num_stages=1, programs_per_sm=1, p_scratch=True)
-# Hopper: the same regime on wgmma, with cp.async prefetch and no global round trip (see _split_kernel_sm90).
+# Hopper: the same regime on wgmma, with cp.async prefetch and no global round trip (see _split_kernel_sm90);
+# kept as the sweeps' baseline for LARGE_WS.
 LARGE_SM90 = KernelConfig(block_h=64, block_t=64, num_warps=8, num_stages=2, programs_per_sm=1, sm90=True)
 # Hopper, warp-specialized: a producer warpgroup dequantizes into a two-stage ring (see _split_kernel_ws).
 LARGE_WS = KernelConfig(block_h=64, block_t=64, num_warps=4, num_stages=2, programs_per_sm=1, sm90=True,
@@ -943,14 +947,14 @@ MEDIUM_TOKENS = 8192  # ... and MEDIUM (1x2048: 12.6 us against 14.7; 4x2048: 19
 
 @functools.lru_cache(maxsize=1024)
 def choose_config(batch: int, topk: int, heads: int, arch: Optional[int] = None) -> KernelConfig:
-    """Tile shape for a problem (see SMALL, MEDIUM, LARGE, LARGE_SM90).
+    """Tile shape for a problem (see SMALL, MEDIUM, LARGE, LARGE_WS).
 
     Below 64 heads (a TP shard, the CPU tests): 16-head blocks on 4 warps (mma.sync), one program
     per 16 heads. With 64 heads, by the work B x top-k: tiny problems are latency-bound and spread
     16-head blocks over more SMs (SMALL); mid-sized ones split the 512 output dims over two 4-warp
     programs (MEDIUM, ``_split_dhalf_kernel``); large ones read each KV tile once for all 64 heads
     with 8 warps and 64-token tiles (LARGE), on Hopper (``arch`` 90, see ``device_arch``) with the
-    Gluon wgmma kernel (LARGE_SM90), which Triton-language code cannot express.
+    warp-specialized Gluon kernel (LARGE_WS), which Triton-language code cannot express.
     """
     if heads < 64 or batch * topk <= SMALL_TOKENS:
         return SMALL
