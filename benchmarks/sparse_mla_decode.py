@@ -122,8 +122,8 @@ def index_sets(batch, topk, num_tokens, n_sets, gen):
 
 
 def floors(batch, topk, heads, ceil):
-    nbytes = batch * topk * dsv4_cache.BYTES_PER_TOKEN + 2 * batch * heads * 512 * 2
-    flops = 4 * batch * heads * topk * 512
+    work = dsv4_cache.decode_work(batch, heads, topk)
+    nbytes, flops = work["bytes"], work["flops"]
     return nbytes, flops, max(nbytes / (ceil["copy_GBps"] * 1e3), flops / (ceil["bf16_matmul_TFLOPs"] * 1e6))
 
 

@@ -25,6 +25,17 @@ BYTES_PER_TOKEN = DATA_STRIDE + SCALE_STRIDE  # 584
 FP8_MAX = 448.0
 
 
+def decode_work(batch: int, heads: int, tokens: int) -> dict[str, int]:
+    """Bytes and FLOPs of one sparse MLA decode call over this cache: ``batch`` rows, ``heads`` query
+    heads, ``tokens`` valid top-k tokens a row. Bytes: every gathered token read once (584 bytes), plus
+    q and out (bf16, [batch, heads, 512] each); FLOPs: QK and PV, a multiply-add each per dim. The
+    minimum any kernel doing the call must move and compute."""
+    return {
+        "bytes": batch * tokens * BYTES_PER_TOKEN + 2 * batch * heads * HEAD_DIM * 2,
+        "flops": 4 * batch * heads * tokens * HEAD_DIM,
+    }
+
+
 def page_bytes(page_size: int) -> int:
     """Byte stride between pages: the page's payload rounded up to a multiple of 576."""
     return math.ceil(page_size * BYTES_PER_TOKEN / DATA_STRIDE) * DATA_STRIDE

@@ -612,18 +612,23 @@ if gluon is not None:
         return _ws_fp8_to_bf16_bits(raw) * two120 * scale
 
     @gluon.jit
+    def _ws_token_offsets(idx, t, end, PAGE_SIZE: gl.constexpr, page_bytes, scale_section_off):
+        """Validity (a valid index, inside the split), data byte offset and scale byte offset of tokens
+        with indices ``idx`` at positions ``t`` (any 1-D layout)."""
+        valid = (idx >= 0) & (t < end)
+        safe = gl.where(valid, idx, 0)
+        page = (safe // PAGE_SIZE).to(gl.int64) * page_bytes
+        slot_t = (safe % PAGE_SIZE).to(gl.int64)
+        return valid, page + slot_t * 576, page + scale_section_off + slot_t * 8
+
+    @gluon.jit
     def _ws_issue_half(raw_s, sc_s, cache_u8_ptr, idx, t, end, slot, PAGE_SIZE: gl.constexpr, page_bytes,
                        scale_section_off):  # fmt: skip
         """cp.async of 32 tokens' nope bytes (7 groups of [32, 64]) and scale bytes into ring slot ``slot``
         (one commit group). ``idx``: the tokens' indices (SliceLayout(1, deq)); invalid or out-of-range
         tokens are zero-filled, never read."""
-        deq: gl.constexpr = gl.BlockedLayout([1, 16], [8, 4], [4, 1], [1, 0])
         row8: gl.constexpr = gl.BlockedLayout([1, 8], [8, 4], [4, 1], [1, 0])
-        valid = (idx >= 0) & (t < end)
-        safe = gl.where(valid, idx, 0)
-        page = (safe // PAGE_SIZE).to(gl.int64)
-        slot_t = (safe % PAGE_SIZE).to(gl.int64)
-        data = page * page_bytes + slot_t * 576
+        valid, data, scale_off = _ws_token_offsets(idx, t, end, PAGE_SIZE, page_bytes, scale_section_off)
         # all 7 groups in one copy (group 7 of the slot stays empty): Triton puts a CTA barrier between
         # separate async copies into one allocation
         cpn: gl.constexpr = gl.BlockedLayout([1, 1, 16], [1, 8, 4], [1, 4, 1], [2, 1, 0])
@@ -634,7 +639,7 @@ if gluon is not None:
         valid3 = gl.expand_dims(gl.expand_dims(gl.convert_layout(valid, rows3), 0), 2)
         _gl_cp_async(raw_s.index(slot), cache_u8_ptr + data3 + g * 64 + d, valid3 & (g < 7) & (d >= 0))
         c8 = gl.arange(0, 8, layout=gl.SliceLayout(0, row8))
-        sc_off = gl.convert_layout(page * page_bytes + scale_section_off + slot_t * 8, gl.SliceLayout(1, row8))
+        sc_off = gl.convert_layout(scale_off, gl.SliceLayout(1, row8))
         valid8 = gl.convert_layout(valid, gl.SliceLayout(1, row8))
         _gl_cp_async(sc_s.index(slot), cache_u8_ptr + gl.expand_dims(sc_off, 1) + gl.expand_dims(c8, 0),
                      gl.expand_dims(valid8, 1) & gl.expand_dims(c8 >= 0, 0))  # fmt: skip
@@ -645,11 +650,8 @@ if gluon is not None:
         """cp.async of 32 tokens' bf16 rope values straight into their place in the dequantized tile
         (dims 448..511 of ``kv``, a [32, 512] slice); one commit group."""
         row8: gl.constexpr = gl.BlockedLayout([1, 8], [8, 4], [4, 1], [1, 0])
-        idx8 = gl.convert_layout(idx, gl.SliceLayout(1, row8))
-        t8 = gl.convert_layout(t, gl.SliceLayout(1, row8))
-        valid = (idx8 >= 0) & (t8 < end)
-        safe = gl.where(valid, idx8, 0)
-        data = (safe // PAGE_SIZE).to(gl.int64) * page_bytes + (safe % PAGE_SIZE).to(gl.int64) * 576
+        valid, data, _ = _ws_token_offsets(gl.convert_layout(idx, gl.SliceLayout(1, row8)),
+                                           gl.convert_layout(t, gl.SliceLayout(1, row8)), end, PAGE_SIZE, page_bytes, 0)
         dr = gl.arange(0, 64, layout=gl.SliceLayout(0, row8))
         _gl_cp_async(kv.slice(448, 64, dim=1), cache_bf16_ptr + gl.expand_dims(data // 2 + 224, 1) + gl.expand_dims(dr, 0),
                      gl.expand_dims(valid, 1) & gl.expand_dims(dr >= 0, 0))  # fmt: skip

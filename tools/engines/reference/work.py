@@ -24,11 +24,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tools.kernels.dsv4_cache import BYTES_PER_TOKEN, HEAD_DIM
+from tools.kernels.dsv4_cache import BYTES_PER_TOKEN, HEAD_DIM, decode_work
 
 from .spec import RankShapes
 
-Q_OUT_BYTES = 2  # q and out are bf16
 # Backends whose attention call is exactly one kernel launch per cache, by the kernel's name:
 # the upstream wrapper runs its kernel on the window cache, then on the compressed cache.
 KERNEL_PER_CACHE = {"sglang-triton": "_tiled_sparse_decode_kernel"}
@@ -45,14 +44,6 @@ def cache_tokens(shapes: RankShapes, ratio: int) -> list[tuple[str, int]]:
     return calls
 
 
-def call_work(batch: int, heads: int, tokens: int) -> dict[str, int]:
-    """Bytes and FLOPs of one attention call (module docstring)."""
-    return {
-        "bytes": batch * tokens * BYTES_PER_TOKEN + 2 * batch * heads * HEAD_DIM * Q_OUT_BYTES,
-        "flops": 4 * batch * heads * tokens * HEAD_DIM,
-    }
-
-
 def attention_work(shapes: RankShapes, batch: int, attention: str) -> dict[str, Any]:
     """Per decode step of the layers run: every attention call (layer, cache, tokens, bytes, FLOPs),
     their totals, and per kernel name the backend launches for them (calls, bytes and FLOPs per step).
@@ -61,7 +52,7 @@ def attention_work(shapes: RankShapes, batch: int, attention: str) -> dict[str, 
     calls = []
     for layer, ratio in zip(shapes.layer_ids, shapes.layer_compress_ratios):
         for cache, tokens in cache_tokens(shapes, ratio):
-            calls.append({"layer": layer, "cache": cache, "tokens": tokens, **call_work(batch, heads, tokens)})
+            calls.append({"layer": layer, "cache": cache, "tokens": tokens, **decode_work(batch, heads, tokens)})
     per_step = {"calls": len(calls), "bytes": sum(c["bytes"] for c in calls), "flops": sum(c["flops"] for c in calls)}
     kernels, note = {}, ""
     name = KERNEL_PER_CACHE.get(attention)
