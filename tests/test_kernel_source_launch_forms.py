@@ -155,3 +155,34 @@ def test_human_command(capsys):
     args.json = True
     assert cli.run(args) == 0
     assert json.loads(capsys.readouterr().out)["programs"] == 8
+
+
+def test_compile_time_tensors_keep_their_dtype_across_many_compiles():
+    """Triton's native specializer caches a dtype's type string by the dtype object's identity. The
+    stand-in tensors' dtypes must stay distinct objects for the process's life, or a later stand-in
+    reuses a freed one's address and is specialized as the wrong type (seen in CI as an int32 index
+    pointer read as uint8)."""
+    pytest.importorskip("triton")
+    import gc
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import make_backend
+    from triton.runtime.jit import create_function_from_signature
+
+    from tools.kernel_source.resources import DtypeOnlyTensor
+
+    @triton.jit
+    def takes_a_pointer(p):
+        pass
+
+    binder = create_function_from_signature(takes_a_pointer.signature, takes_a_pointer.params,
+                                            make_backend(GPUTarget("cuda", 90, 32)))
+    wrong = []
+    for _ in range(50):
+        for dtype, expected in (("int32", "*i32"), ("uint8", "*u8"), ("bfloat16", "*bf16"), ("float32", "*fp32")):
+            _, specialization, _ = binder(p=DtypeOnlyTensor(dtype))
+            if specialization[0][0] != expected:
+                wrong.append((dtype, specialization[0][0]))
+            gc.collect()  # frees the stand-in, as between two compiles
+    assert not wrong, wrong[:5]

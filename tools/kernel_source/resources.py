@@ -248,11 +248,21 @@ class _DType:
     __repr__ = __str__
 
 
+# Triton's native specializer caches a dtype's type string by the dtype object's identity (torch's
+# dtypes are immortal singletons). A short-lived stand-in would let a later one reuse its address
+# and inherit its type string (an int32 pointer read as uint8), so there is one per name, kept.
+_DTYPES: dict[str, _DType] = {}
+
+
+def _dtype(name: str) -> _DType:
+    return _DTYPES.setdefault(name, _DType(name))
+
+
 class DtypeOnlyTensor:
     """Stand-in for a tensor argument at compile time: a dtype and a 16-byte aligned address."""
 
     def __init__(self, dtype: str):
-        self.dtype = _DType(dtype)
+        self.dtype = _dtype(dtype)
 
     @staticmethod
     def data_ptr() -> int:
