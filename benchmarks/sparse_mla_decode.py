@@ -36,6 +36,7 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.testing  # noqa: E402
 
+from tools import rates  # noqa: E402
 from tools.kernels import dsv4_cache, upstream  # noqa: E402
 from tools.kernels import sparse_mla_decode as smd  # noqa: E402
 from tools.kernels import sparse_mla_decode_cli as cli  # noqa: E402
@@ -83,17 +84,13 @@ def env_info() -> dict:
 
 
 def measure_ceilings() -> dict:
-    """Device copy bandwidth (bytes read + written) and bf16 matmul rate on random data."""
-    n = 1 << 30
-    src = torch.randint(0, 255, (n,), dtype=torch.uint8, device="cuda")
-    dst = torch.empty_like(src)
-    copy_ms = triton.testing.do_bench(lambda: dst.copy_(src), warmup=50, rep=300, return_mode="median")
-    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    mm_ms = triton.testing.do_bench(lambda: a @ b, warmup=50, rep=300, return_mode="median")
-    del src, dst, a, b
-    torch.cuda.empty_cache()
-    return {"copy_GBps": 2 * n / copy_ms / 1e6, "bf16_matmul_TFLOPs": 2 * 8192**3 / mm_ms / 1e9}
+    """Device copy bandwidth (bytes read + written) and bf16 matmul rate, measured by tools.rates as the
+    agent's survey measures them, so the benchmark's floors and the report's floors share denominators."""
+    measured = rates.measure("cuda")
+    if "error" in measured:
+        raise RuntimeError(f"tools.rates could not measure the device: {measured['error']}")
+    return {"copy_GBps": measured["copy"]["gb_s"], "bf16_matmul_TFLOPs": measured["matmul"]["tflop_s"],
+            "method": "tools.rates.measure('cuda'): medians of CUDA-event-timed calls", "rates": measured}
 
 
 def make_cache(num_tokens: int, gen: torch.Generator) -> torch.Tensor:

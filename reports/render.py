@@ -87,8 +87,12 @@ def decision_table(options: Finding, decision: dict[str, Any] | None, splitk: Fi
         row.insert(at_chosen, "yes" if this else "-")
         row.insert(at_measured, measured if this and measured else "-")
         rows.append(row)
-    return Table(title="Decision", columns=columns, rows=rows,
-                 note="measured: the engine re-run with the chosen option built on the box, against the profiled setting")
+    estimates = [f"{o['name']}: {o['estimate_basis']}" for o in options.data.get("options", [])
+                 if o.get("estimate_x") is not None and o["name"] != "accept-ceiling"]
+    note = "measured: the engine re-run with the chosen option built on the box, against the profiled setting"
+    if estimates:
+        note += "; estimate (x): " + "; ".join(estimates)
+    return Table(title="Decision", columns=columns, rows=rows, note=note)
 
 
 def render_finding(finding: Finding) -> str:

@@ -122,6 +122,9 @@ def test_options_bound_the_fallbacks_by_their_floors_and_the_report_shows_the_me
     assert all(rows[name][measured] == "-" and rows[name][chosen] == "-"
                for name in ("own-fallbacks", "move-hardware", "accept-ceiling"))
     assert "### Fallback kernels against their floors" in section
+    # the estimate column is explained: the split-K row's number comes with the grid step's basis
+    basis = next(o for o in options["data"]["options"] if o["name"] == "splitk")["estimate_basis"]
+    assert "structural estimate" in basis and f"estimate (x): splitk: {basis}" in section
 
 
 def test_other_shapes_give_numbers_that_follow_from_them(other_run):

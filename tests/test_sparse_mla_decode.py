@@ -146,8 +146,26 @@ def test_config_regimes():
     hopper = smd.LARGE_WS if smd.gluon is not None else smd.LARGE
     assert smd.choose_config(64, 2048, 64, arch=90) is hopper
     assert smd.choose_config(64, 2048, 64, arch=100) is smd.LARGE
-    assert smd.choose_config(4, 2048, 64, arch=90) is smd.MEDIUM
+    assert smd.choose_config(2, 2048, 64, arch=90) is smd.MEDIUM
+    assert smd.choose_config(4, 2048, 64, arch=90) is (hopper if hopper is smd.LARGE_WS else smd.MEDIUM)
+    assert smd.choose_config(4, 2048, 64, arch=100) is smd.MEDIUM
     assert smd.choose_config(64, 2048, 16, arch=90) is smd.SMALL
+
+
+def test_warp_specialized_splits_are_the_fastest_the_h200_measured():
+    """The split counts LARGE_WS gets on the H200 are the fastest of the run 6 and run 7 sweeps
+    (benchmarks/results/sparse_mla_decode_run{6,7}_sweep.json) at every swept shape it is chosen for:
+    one-tile splits lose to two-tile splits (4x2048: 19.9 us at 32 splits against 17.7 at 16)."""
+    if smd.gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    measured_best = {(64, 2048): 2, (16, 2048): 8, (64, 512): 2, (16, 512): 4, (4, 2048): 16, (8, 1024): 8,
+                     (8, 2048): 16, (32, 512): 4}
+    for (batch, topk), best in measured_best.items():
+        assert smd.choose_config(batch, topk, 64, arch=90) is smd.LARGE_WS
+        assert smd.choose_num_splits(batch, topk, 64, 132, arch=90) == best, (batch, topk)
+    for topk in (64, 128, 192, 2048):
+        splits = smd.choose_num_splits(64, topk, 64, 132, arch=90)
+        assert -(-topk // 64) // splits >= 2 or splits == 1
 
 
 def _compile_for_sm90(fn, constexprs: dict, **options):

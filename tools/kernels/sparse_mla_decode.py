@@ -928,6 +928,9 @@ class KernelConfig:
     # producer warpgroup (the first consumer gets what is left of 168 x 384)
     ws_regs: tuple[int, int] = ()
     ws_batch: int = 1  # _split_kernel_ws: 64-dim groups dequantized at a time (1, 2 or 4)
+    # Fewest tiles a split may get: a warp-specialized program overlaps its producer with its consumers
+    # only from its second tile on, so one-tile splits pay the pipeline's fill and drain whole.
+    min_tiles_per_split: int = 1
 
 
 # The three tile shapes the wrapper uses, each the fastest of its regime in the H200 sweep committed
@@ -940,11 +943,14 @@ LARGE = KernelConfig(block_h=64, block_t=64, num_warps=8, num_stages=1, programs
 LARGE_SM90 = KernelConfig(block_h=64, block_t=64, num_warps=8, num_stages=2, programs_per_sm=1, sm90=True)
 # Hopper, warp-specialized: a producer warpgroup dequantizes into a two-stage ring (see _split_kernel_ws).
 LARGE_WS = KernelConfig(block_h=64, block_t=64, num_warps=4, num_stages=2, programs_per_sm=1, sm90=True,
-                        ws_regs=(208, 80), ws_batch=4)  # fmt: skip
+                        ws_regs=(208, 80), ws_batch=4, min_tiles_per_split=2)  # fmt: skip
 WS_MAXNREG = 168  # 65536 registers over the 12 warps of the three warpgroups, rounded down to 8
 SM90_ARCH = 90
 SMALL_TOKENS = 512  # batch * topk at or below which SMALL wins (1x512: 9.7 us against 10.5 and 13.5)
 MEDIUM_TOKENS = 8192  # ... and MEDIUM (1x2048: 12.6 us against 14.7; 4x2048: 19.4 against 20.7)
+# ... on Hopper, where LARGE_WS takes over sooner (run 7 sweep: 2x2048 MEDIUM 15.2 us against 15.5;
+# 4x2048 LARGE_WS 17.7 against 19.6; 16x512 17.2 against 19.6; 8x1024 17.0 against 18.9)
+HOPPER_MEDIUM_TOKENS = 4096
 
 
 @functools.lru_cache(maxsize=1024)
@@ -956,15 +962,16 @@ def choose_config(batch: int, topk: int, heads: int, arch: Optional[int] = None)
     16-head blocks over more SMs (SMALL); mid-sized ones split the 512 output dims over two 4-warp
     programs (MEDIUM, ``_split_dhalf_kernel``); large ones read each KV tile once for all 64 heads
     with 8 warps and 64-token tiles (LARGE), on Hopper (``arch`` 90, see ``device_arch``) with the
-    warp-specialized Gluon kernel (LARGE_WS), which Triton-language code cannot express.
+    warp-specialized Gluon kernel (LARGE_WS), which Triton-language code cannot express, and which
+    takes over from MEDIUM at half MEDIUM_TOKENS (HOPPER_MEDIUM_TOKENS).
     """
-    if heads < 64 or batch * topk <= SMALL_TOKENS:
+    work = batch * topk
+    if heads < 64 or work <= SMALL_TOKENS:
         return SMALL
-    if batch * topk <= MEDIUM_TOKENS:
+    hopper = arch == SM90_ARCH and gluon is not None
+    if work <= (HOPPER_MEDIUM_TOKENS if hopper else MEDIUM_TOKENS):
         return MEDIUM
-    if arch == SM90_ARCH and gluon is not None:
-        return LARGE_WS
-    return LARGE
+    return LARGE_WS if hopper else LARGE
 
 
 # Cost, in tile-steps of one program, of writing one split's float32 partial and merging it back
@@ -983,14 +990,14 @@ def choose_num_splits(batch: int, topk: int, heads: int, sm_count: int, arch: Op
     splits`` (twice that when the output dims are halved): enough splits to put a program on every
     SM, without a last wave that is mostly empty, and without splits so thin that writing and
     merging their float32 partials outweighs the tiles they share. Ties go to fewer splits. Never
-    more splits than tiles, nor more than MAX_SPLITS. ``arch`` as for ``choose_config``.
+    fewer than the config's ``min_tiles_per_split`` tiles a split, nor more than MAX_SPLITS splits. ``arch`` as for ``choose_config``.
     """
     cfg = choose_config(batch, topk, heads, arch)
     head_blocks = triton.cdiv(heads, cfg.block_h) * (2 if cfg.d_halves else 1)
     tiles = max(1, triton.cdiv(topk, cfg.block_t))
     slots = max(1, sm_count * cfg.programs_per_sm)
     best, best_cost = 1, math.inf
-    for splits in range(1, min(tiles, MAX_SPLITS) + 1):
+    for splits in range(1, min(max(1, tiles // cfg.min_tiles_per_split), MAX_SPLITS) + 1):
         waves = triton.cdiv(batch * head_blocks * splits, slots)
         cost = waves * (triton.cdiv(tiles, splits) + (_PARTIAL_COST_TILES if splits > 1 else 0.0))
         if cost < best_cost - 1e-9:
