@@ -22,6 +22,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from tools import ast_ops
+
 from .index import ENV_PRIMITIVES, HELPER_MAX_LINES, is_property, looks_arch, mentions
 from .project import Project, resolve_from
 from .values import (
@@ -56,7 +58,6 @@ MAX_STATES = 8
 MAX_COMBOS = 32
 LABEL_CHARS = 120
 MAX_LOCAL_CHAIN = 4
-MAX_SEQUENCE = 10_000  # longest string/tuple the interpreter builds
 MAX_LOCAL_BINDINGS = 6
 
 _STR_METHODS = frozenset(
@@ -377,59 +378,27 @@ class Interpreter:
                 labels, arch = uncertainty(v)
                 return Unknown(labels or frozenset([text(node)]), arch)
             try:
-                if isinstance(node.op, ast.USub):
-                    return -v
-                if isinstance(node.op, ast.UAdd):
-                    return +v
-                if isinstance(node.op, ast.Invert):
-                    return ~v
+                return ast_ops.unary(node.op, v)
             except Exception:
-                pass
-            return unknown(text(node))
+                return unknown(text(node))
 
         return self.lift(op, value)
 
-    _BINOPS = {
-        ast.Add: lambda a, b: a + b,
-        ast.Sub: lambda a, b: a - b,
-        ast.Mult: lambda a, b: a * b,
-        ast.FloorDiv: lambda a, b: a // b,
-        ast.Div: lambda a, b: a / b,
-        ast.Mod: lambda a, b: a % b,
-        ast.Pow: lambda a, b: a**b if abs(b) < 64 else None,
-        ast.BitAnd: lambda a, b: a & b,
-        ast.BitOr: lambda a, b: a | b,
-        ast.BitXor: lambda a, b: a ^ b,
-        ast.LShift: lambda a, b: a << b if b < 64 else None,
-        ast.RShift: lambda a, b: a >> b,
-    }
-
-    def binop(self, op_type, left, right, label):
-        fn = self._BINOPS.get(op_type)
-
+    def binop(self, op, left, right, label):
         def apply(a, b):
-            if fn is None or not (_concrete(a) and _concrete(b)) or isinstance(a, str) and op_type is ast.Mod:
+            # `"%s" % x` is string formatting, not arithmetic: its result is not a gate value
+            if type(op) not in ast_ops.BINARY or not (_concrete(a) and _concrete(b)) or isinstance(a, str) and isinstance(op, ast.Mod):
                 labels = uncertainty(a)[0] | uncertainty(b)[0]
                 return Unknown(labels or frozenset([label]), uncertainty(a)[1] or uncertainty(b)[1])
-            if op_type is ast.Mult and (
-                isinstance(a, (str, bytes, tuple)) and isinstance(b, int) and len(a) * b > MAX_SEQUENCE
-                or isinstance(b, (str, bytes, tuple)) and isinstance(a, int) and len(b) * a > MAX_SEQUENCE
-            ):
-                return unknown(label)
-            if isinstance(a, int) and isinstance(b, int) and (abs(a).bit_length() > 4096 or abs(b).bit_length() > 4096):
-                return unknown(label)
             try:
-                result = fn(a, b)
-            except Exception:
+                return ast_ops.binary(op, a, b)
+            except Exception:  # includes results too large to build from source
                 return unknown(label)
-            if isinstance(result, (str, bytes, tuple)) and len(result) > MAX_SEQUENCE:
-                return unknown(label)
-            return result
 
         return self.lift(apply, left, right)
 
     def ev_BinOp(self, node, frame):
-        return self.binop(type(node.op), self.ev(node.left, frame), self.ev(node.right, frame), text(node))
+        return self.binop(node.op, self.ev(node.left, frame), self.ev(node.right, frame), text(node))
 
     def ev_Compare(self, node, frame):
         left = self.ev(node.left, frame)
@@ -493,25 +462,9 @@ class Interpreter:
                 arch = uncertainty(a)[1] or uncertainty(b)[1]
                 return Unknown(labels or frozenset([text(node)]), arch)
             try:
-                if isinstance(op, ast.Eq):
-                    return a == b
-                if isinstance(op, ast.NotEq):
-                    return a != b
-                if isinstance(op, ast.Lt):
-                    return a < b
-                if isinstance(op, ast.LtE):
-                    return a <= b
-                if isinstance(op, ast.Gt):
-                    return a > b
-                if isinstance(op, ast.GtE):
-                    return a >= b
-                if isinstance(op, ast.In):
-                    return a in b
-                if isinstance(op, ast.NotIn):
-                    return a not in b
+                return ast_ops.compare(op, a, b)
             except Exception:
                 return unknown(text(node))
-            return unknown(text(node))
 
         return self.lift(apply, left, right)
 
@@ -1378,7 +1331,7 @@ class Interpreter:
         if isinstance(stmt, ast.AugAssign):
             if isinstance(stmt.target, ast.Name):
                 current = state.get(stmt.target.id, unknown(stmt.target.id))
-                state[stmt.target.id] = self.binop(type(stmt.op), current, self.ev(stmt.value, frame), text(stmt))
+                state[stmt.target.id] = self.binop(stmt.op, current, self.ev(stmt.value, frame), text(stmt))
             return [], [state]
         if isinstance(stmt, ast.If):
             return self.exec_if(stmt.test, stmt.body, stmt.orelse, state, frame)

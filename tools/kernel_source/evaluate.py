@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from tools import ast_ops
+
 # torch attribute name -> canonical torch dtype name
 TORCH_DTYPES = {
     "bfloat16": "bfloat16",
@@ -370,58 +372,6 @@ _MODULE_FUNCTIONS = {
 _MODULE_ALIASES = {"tl": "triton.language", "triton.language": "triton.language", "triton": "triton", "torch": "torch", "math": "math"}
 
 
-def _binop(op: ast.operator, a, b):
-    if isinstance(op, ast.Add):
-        return a + b
-    if isinstance(op, ast.Sub):
-        return a - b
-    if isinstance(op, ast.Mult):
-        return a * b
-    if isinstance(op, ast.FloorDiv):
-        return a // b
-    if isinstance(op, ast.Div):
-        return a / b
-    if isinstance(op, ast.Mod):
-        return a % b
-    if isinstance(op, ast.Pow):
-        return a ** b
-    if isinstance(op, ast.LShift):
-        return a << b
-    if isinstance(op, ast.RShift):
-        return a >> b
-    if isinstance(op, ast.BitAnd):
-        return a & b
-    if isinstance(op, ast.BitOr):
-        return a | b
-    if isinstance(op, ast.BitXor):
-        return a ^ b
-    raise TypeError(op)
-
-
-def _compare(op: ast.cmpop, a, b):
-    if isinstance(op, ast.Eq):
-        return a == b
-    if isinstance(op, ast.NotEq):
-        return a != b
-    if isinstance(op, ast.Lt):
-        return a < b
-    if isinstance(op, ast.LtE):
-        return a <= b
-    if isinstance(op, ast.Gt):
-        return a > b
-    if isinstance(op, ast.GtE):
-        return a >= b
-    if isinstance(op, ast.Is):
-        return a is b
-    if isinstance(op, ast.IsNot):
-        return a is not b
-    if isinstance(op, ast.In):
-        return a in b
-    if isinstance(op, ast.NotIn):
-        return a not in b
-    raise TypeError(op)
-
-
 def cuda_platform_condition(text: str) -> bool | None:
     """On a CUDA target, a condition naming another platform (hip, rocm, npu, xpu, gfx9...) is
     False and one naming CUDA is True; None for any other condition."""
@@ -510,7 +460,7 @@ def evaluate(node: ast.expr, scope: Scope) -> Any:
         if missing is not None:
             return derived(ctx.text(node), missing)
         try:
-            return _binop(node.op, left, right)
+            return ast_ops.binary(node.op, left, right)
         except Exception as exc:
             return Unknown(ctx.text(node), f"cannot compute ({type(exc).__name__})")
     if isinstance(node, ast.UnaryOp):
@@ -518,14 +468,7 @@ def evaluate(node: ast.expr, scope: Scope) -> Any:
         if isinstance(operand, Unknown):
             return derived(ctx.text(node), operand)
         try:
-            if isinstance(node.op, ast.USub):
-                return -operand
-            if isinstance(node.op, ast.UAdd):
-                return +operand
-            if isinstance(node.op, ast.Not):
-                return not operand
-            if isinstance(node.op, ast.Invert):
-                return ~operand
+            return ast_ops.unary(node.op, operand)
         except Exception:
             return Unknown(ctx.text(node), "cannot compute")
     if isinstance(node, ast.Compare):
@@ -586,7 +529,7 @@ def _evaluate_compare(node: ast.Compare, scope: Scope) -> Any:
             if isinstance(left, Tensor) or isinstance(right, Tensor):
                 return Unknown(ctx.text(node), "compares a tensor")
             try:
-                value = _compare(op, left, right)
+                value = ast_ops.compare(op, left, right)
             except Exception:
                 return Unknown(ctx.text(node), "cannot compare")
         result = result and value
@@ -1122,7 +1065,7 @@ def _run(stmt: ast.stmt, scope: Scope) -> Outcome:
                 result = derived(stmt.target.id, missing)
             else:
                 try:
-                    result = _binop(stmt.op, current, value)
+                    result = ast_ops.binary(stmt.op, current, value)
                 except Exception:
                     result = Unknown(stmt.target.id, "cannot compute")
             scope.assign(stmt.target.id, result, stmt.lineno)
