@@ -384,6 +384,8 @@ def print_summary(result: dict) -> None:
     if "matrix" in result:
         bad = [r["shape"] for r in result["matrix"] if not r["ok"]]
         print(f"matrix ok={result['matrix_ok']} failing={bad}")
+    if result.get("flashmla_error"):
+        print(f"FlashMLA not measured on this box: {result['flashmla_error']}")
     if "table" in result:
         print("B topk | upstream us | flashmla us | rewrite warm/cold/do_bench us | x upstream | x flashmla | "
               "GB/s TFLOP/s floor-frac")  # fmt: skip
