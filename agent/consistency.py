@@ -1,0 +1,417 @@
+"""The consistency check: every measurement against every bound the run stated for the same setting,
+and every prediction against its measurement, each with the noise of that comparison.
+
+A bound on speeding up an operation ("the attention call instant gives at most 2.7x") applies to
+every measurement whose setting differs from the bound's reference setting only in that operation:
+another attention backend (a lever), the built rewrite, a what-if backend. A measurement whose
+interval lies wholly above such a bound is a finding about the model (the bound was wrong), never a
+hit; so is a prediction outside its measurement's interval. The check reads findings only (and,
+for runs recorded before findings carried their runs' samples, an optional look-up of the journal's
+step samples), so it runs the same live, on replay, and on an old journal.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent.state import Finding
+
+# Backends whose kernels run under Triton's interpreter on a CPU box (the others run natively there).
+TRITON_BACKENDS = {"sglang-triton", "splitk"}
+# Values of the attention environment variable -> reference-engine backend (agent.engines keeps the same map).
+ENV_BACKENDS = {"triton": "sglang-triton", "torch": "torch", "splitk": "splitk", "flashinfer": "flashinfer"}
+
+SampleLookup = Callable[[int], list[float] | None]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Setting(_Model):
+    """What a measurement or bound ran: the engine's environment, its options, a what-if backend."""
+
+    label: str
+    env: dict[str, str] = Field(default_factory=dict)
+    options: dict[str, Any] = Field(default_factory=dict)
+    backend: str | None = None  # a what-if backend named directly, outside the environment
+
+    def differences(self, other: "Setting") -> set[str]:
+        keys = {k for k in set(self.env) | set(other.env) if self.env.get(k) != other.env.get(k)}
+        keys |= {f"option:{k}" for k in set(self.options) | set(other.options)
+                 if bool(self.options.get(k)) != bool(other.options.get(k))}
+        if self.backend != other.backend:
+            keys.add("backend")
+        return keys
+
+
+class Bound(_Model):
+    """At most ``x`` times the reference setting's throughput, when only ``operation`` changes."""
+
+    name: str
+    finding: str  # the stem of the finding that stated it
+    scope: Literal["kernel", "operation", "option"]
+    operation: str
+    reference: Setting
+    reference_tok_s: float
+    x: float
+    basis: str
+    applies_to: Literal["any", "declared", "what-if"] | str = "any"  # a backend name, or a class of measurement
+    seqs: list[int] = Field(default_factory=list)
+    spread: float | None = None  # relative uncertainty the stating step gave it
+
+    @property
+    def tok_s(self) -> float:
+        return self.reference_tok_s * self.x
+
+
+class Measurement(_Model):
+    """A measured throughput of a setting against a reference setting, with that comparison's interval."""
+
+    name: str
+    finding: str
+    setting: Setting
+    reference: Setting
+    backend: str | None
+    what_if: bool = False
+    interpreted: bool = False
+    reference_interpreted: bool = False
+    tok_s: float
+    x: float
+    interval: tuple[float, float] | None = None
+    noise: str = ""
+    seqs: list[int] = Field(default_factory=list)
+
+
+class Prediction(_Model):
+    name: str
+    finding: str
+    predicted_x: float
+    interval: tuple[float, float] | None = None
+    basis: str
+    measurement: str  # the Measurement.name it is held against
+    verdict_claimed: str = ""
+
+
+class Check(_Model):
+    """One bound or prediction held against one measurement."""
+
+    kind: Literal["bound", "prediction"]
+    claim: str
+    claim_finding: str
+    claim_x: float
+    claim_interval: tuple[float, float] | None = None
+    claim_spread: float | None = None
+    measurement: str
+    measurement_finding: str
+    measured_x: float
+    measured_interval: tuple[float, float] | None = None
+    verdict: Literal["holds", "violated", "missed", "not comparable", "beyond the kernel bound"]
+    note: str = ""
+    cause: str = ""
+
+
+class Consistency(_Model):
+    bounds: list[Bound] = Field(default_factory=list)
+    measurements: list[Measurement] = Field(default_factory=list)
+    predictions: list[Prediction] = Field(default_factory=list)
+    checks: list[Check] = Field(default_factory=list)
+
+    @property
+    def failures(self) -> list[Check]:
+        return [c for c in self.checks if c.verdict in ("violated", "missed")]
+
+
+# -- what the findings state -----------------------------------------------------------------
+
+
+def _by_step(findings: Iterable[Finding]) -> dict[str, Finding]:
+    return {f.step: f for f in findings}
+
+
+def _value(f: Finding | None, key: str) -> Any:
+    return f.numbers[key].value if f is not None and key in f.numbers else None
+
+
+def _seqs(f: Finding, *keys: str) -> list[int]:
+    return sorted({s for k in keys if k in f.numbers for s in f.numbers[k].seqs})
+
+
+def profiled_setting(profile: Finding) -> Setting:
+    s = profile.data.get("setting") or {}
+    return Setting(label=s.get("label", "profiled"), env=dict(s.get("env") or {}), options=dict(s.get("options") or {}))
+
+
+def backend_of(setting: Setting, attention_env: str) -> str | None:
+    if setting.backend:
+        return setting.backend
+    value = setting.env.get(attention_env)
+    return ENV_BACKENDS.get(value, value) if value is not None else None
+
+
+def bounds_of(by: dict[str, Finding]) -> list[Bound]:
+    """The ceiling's bounds (the dominant kernel instant; its operation instant, where the profile
+    attributed one) and the options' bounds, each on the profiled setting."""
+    profile, ceiling, options = by.get("profile"), by.get("ceiling"), by.get("options")
+    if profile is None or ceiling is None:
+        return []
+    reference = profiled_setting(profile)
+    tok_s = _value(ceiling, "baseline_tok_s")
+    kernel = ceiling.data.get("kernel", "the dominant kernel")
+    operation = (ceiling.data.get("operation") or {}).get("name")
+    stem = ceiling.stem
+    bounds = []
+    candidates = [
+        # (number key, scope, what is instant, T)
+        ("kernel_instant_x", "kernel", kernel, "T the step timed without the profiler"),
+        ("operation_instant_x", "operation", operation, "T the step timed without the profiler"),
+        ("instant_speedup", "kernel", kernel, "T the profiled window"),
+        ("timed_instant_speedup", "kernel", kernel, "T the step timed without the profiler"),
+    ]
+    seen = set()
+    for key, scope, what, basis in candidates:
+        x = _value(ceiling, key)
+        if x is None or what is None or (scope, round(x, 12)) in seen:
+            continue
+        seen.add((scope, round(x, 12)))
+        bounds.append(Bound(name=f"{what} instant ({basis})", finding=stem, scope=scope, operation=what,
+                            reference=reference, reference_tok_s=tok_s, x=x, basis=ceiling.numbers[key].label,
+                            seqs=ceiling.numbers[key].seqs, spread=ceiling.numbers[key].spread))
+    if options is not None:
+        ref_tok_s = _value(profile, "setting_tok_s") or tok_s
+        for option in options.data.get("options", []):
+            if option.get("name") == "accept-ceiling" or not option.get("offered") or option.get("upper_x") is None:
+                continue
+            applies = {"splitk": "splitk", "own-fallbacks": "declared", "move-hardware": "what-if"}.get(option["name"], "any")
+            bounds.append(Bound(name=f"option {option['name']}: {option.get('bound_from', '')}".strip(), finding=options.stem,
+                                scope="option", operation=kernel, reference=reference, reference_tok_s=ref_tok_s,
+                                x=option["upper_x"], basis=option.get("bound_from", ""), applies_to=applies,
+                                spread=ceiling.numbers["ceiling_tok_s"].spread if "ceiling_tok_s" in ceiling.numbers else None))
+    return bounds
+
+
+def _samples_interval(ref: list[float], other: list[float]) -> tuple[float, float] | None:
+    """Throughput ratio range from the step samples of one run each: ref step over other step."""
+    if not ref or not other:
+        return None
+    return min(ref) / max(other), max(ref) / min(other)
+
+
+def measurements_of(by: dict[str, Finding], target: dict[str, Any], samples: SampleLookup | None = None) -> list[Measurement]:
+    """Every measured setting the findings hold, each against the setting it was compared with."""
+    profile = by.get("profile")
+    survey = by.get("survey")
+    if profile is None:
+        return []
+    attention_env = (target.get("engine") or {}).get("attention_env", "SGLANG_SM120_FLASHMLA_BACKEND")
+    on_cpu = bool(survey and survey.data.get("box", {}).get("device") == "cpu")
+    profiled = profiled_setting(profile)
+    profiled_samples = profile.data.get("step_ms_samples") or _lookup(samples, profile.numbers.get("setting_tok_s"))
+
+    def interpreted(setting: Setting) -> bool:
+        return on_cpu and backend_of(setting, attention_env) in TRITON_BACKENDS
+
+    found: list[Measurement] = []
+    levers = by.get("levers")
+    if levers is not None:
+        engine_env = dict((target.get("engine") or {}).get("env") or {})
+        baseline = Setting(label="baseline", env=engine_env, options=dict(levers.data.get("baseline_options") or {}))
+        declared = {lever["name"]: lever for lever in target.get("levers", [])}
+        base_tok_s = _value(levers, "baseline_tok_s")
+        for result in levers.data.get("levers", []):
+            if result.get("tok_s") is None or result["name"] not in declared:
+                continue
+            lever = declared[result["name"]]
+            setting = Setting(label=result["name"], env={**engine_env, **(lever.get("env") or {})},
+                              options={**baseline.options, **(lever.get("options") or {})})
+            interval = tuple(result["interval"]) if result.get("interval") else None
+            found.append(Measurement(
+                name=f"lever {result['name']}", finding=levers.stem, setting=setting, reference=baseline,
+                backend=backend_of(setting, attention_env), interpreted=interpreted(setting),
+                reference_interpreted=interpreted(baseline), tok_s=result["tok_s"],
+                x=result.get("ratio") or result["tok_s"] / base_tok_s, interval=interval,
+                noise=result.get("interval_basis", "" if interval else "no interval recorded"),
+                seqs=list(result.get("seqs") or ([result["seq"]] if result.get("seq") else []))))
+    gates = by.get("gates")
+    for row in ((gates.data.get("what_if") or {}).get("measured") or []) if gates else []:
+        record = _what_if_row(row)
+        if not record.get("seq") and samples is not None:
+            # rows recorded before they named their call: the gates step's one engine run is the what-if's
+            runs = [s for s in gates.evidence if samples(s)]
+            record["seq"] = runs[0] if len(runs) == 1 else None
+        setting = profiled.model_copy(update={"label": f"what-if {record['backend']}", "backend": record["backend"]})
+        interval = tuple(record["interval"]) if record.get("interval") else None
+        noise = record.get("interval_basis", "")
+        if interval is None and samples is not None and record.get("seq"):
+            interval = _samples_interval(profiled_samples or [], samples(record["seq"]) or [])
+            noise = "range of the step samples of one run each (run-to-run noise not measured)" if interval else ""
+        found.append(Measurement(
+            name=f"what-if {record['backend']}", finding=gates.stem, setting=setting, reference=profiled,
+            backend=record["backend"], what_if=True, interpreted=interpreted(setting),
+            reference_interpreted=interpreted(profiled), tok_s=record["tok_s"], x=record["x"], interval=interval,
+            noise=noise or "no interval recorded", seqs=[record["seq"]] if record.get("seq") else []))
+    splitk = by.get("splitk")
+    if splitk is not None and _value(splitk, "splitk_tok_s") is not None:
+        setting = profiled.model_copy(update={"label": f"{profiled.label} + split-K",
+                                              "env": {**profiled.env, attention_env: "splitk"}})
+        interval = tuple(splitk.data["measured_interval"]) if splitk.data.get("measured_interval") else None
+        noise = splitk.data.get("measured_interval_basis", "")
+        if interval is None and samples is not None:
+            interval = _samples_interval(profiled_samples or [], _lookup(samples, splitk.numbers.get("splitk_tok_s")) or [])
+            noise = "range of the step samples of one run each (run-to-run noise not measured)" if interval else ""
+        found.append(Measurement(
+            name="split-K rewrite", finding=splitk.stem, setting=setting, reference=profiled, backend="splitk",
+            interpreted=interpreted(setting), reference_interpreted=interpreted(profiled),
+            tok_s=_value(splitk, "splitk_tok_s"), x=_value(splitk, "measured_x"), interval=interval,
+            noise=noise or "no interval recorded", seqs=_seqs(splitk, "splitk_tok_s", "measured_x")))
+    return found
+
+
+def _what_if_row(row: Any) -> dict[str, Any]:
+    """A what-if measurement, from the gates finding's row (a list in runs before 2026-12, else a dict)."""
+    if isinstance(row, dict):
+        return row
+    backend, _sm, tok_s, reference_tok_s, x, *_ = row
+    return {"backend": backend, "tok_s": tok_s, "reference_tok_s": reference_tok_s, "x": x}
+
+
+def _lookup(samples: SampleLookup | None, number: Any) -> list[float] | None:
+    if samples is None or number is None or not number.seqs:
+        return None
+    return samples(number.seqs[0])
+
+
+def predictions_of(by: dict[str, Finding]) -> list[Prediction]:
+    splitk = by.get("splitk")
+    if splitk is None:
+        return []
+    found = []
+    for key, basis in (("predicted_operation_x", "Amdahl, the operation's measured speedup, T timed"),
+                       ("predicted_x", "Amdahl, the kernel's measured speedup, T the profiled window"),
+                       ("predicted_timed_x", "Amdahl, the kernel's measured speedup, T timed")):
+        x = _value(splitk, key)
+        if x is None:
+            continue
+        interval = (splitk.data.get("prediction_intervals") or {}).get(key)
+        found.append(Prediction(name=f"split-K {splitk.numbers[key].label}", finding=splitk.stem, predicted_x=x,
+                                interval=tuple(interval) if interval else None, basis=basis,
+                                measurement="split-K rewrite", verdict_claimed=splitk.verdict))
+    return found
+
+
+# -- holding them against each other ------------------------------------------------------------
+
+
+def _applies(bound: Bound, m: Measurement, attention_env: str) -> bool:
+    """A bound covers a measurement whose setting differs from the bound's reference only in the
+    attention backend (the operation the bound speeds up), and whose class the bound speaks for."""
+    diff = m.setting.differences(bound.reference)
+    if not diff or not diff <= {attention_env, "backend"}:
+        return False
+    if bound.applies_to == "any":
+        return True
+    if bound.applies_to == "declared":
+        return not m.what_if
+    if bound.applies_to == "what-if":
+        return m.what_if
+    return m.backend == bound.applies_to
+
+
+def _low(m: Measurement) -> float:
+    return m.interval[0] if m.interval else m.x
+
+
+def hold(bounds: list[Bound], measurements: list[Measurement], predictions: list[Prediction],
+         attention_env: str, cause: str = "") -> list[Check]:
+    """Every bound against every measurement it covers; every prediction against its measurement.
+    ``cause`` is what the run found about why its model may fail, set on each violation."""
+    checks: list[Check] = []
+    has_operation_bound = any(b.scope == "operation" for b in bounds)
+    for m in measurements:
+        for b in bounds:
+            if not _applies(b, m, attention_env):
+                continue
+            base = dict(kind="bound", claim=b.name, claim_finding=b.finding, claim_x=b.x, claim_spread=b.spread, measurement=m.name,
+                        measurement_finding=m.finding, measured_x=m.x, measured_interval=m.interval)
+            if m.interpreted != m.reference_interpreted:
+                checks.append(Check(**base, verdict="not comparable",
+                                    note=("one side ran its Triton kernels under the CPU interpreter and the other "
+                                          "ran natively: their ratio says nothing about either kernel")))
+                continue
+            if _low(m) <= b.x:
+                checks.append(Check(**base, verdict="holds", note=m.noise))
+                continue
+            if b.scope == "kernel" and has_operation_bound:
+                # The backend replaced the whole operation, so the kernel-only bound does not cover it; the
+                # operation's bound (held in its own row) does.
+                checks.append(Check(**base, verdict="beyond the kernel bound", note=(
+                    "the measurement replaced the whole operation, not only the kernel: held against the "
+                    "operation's bound instead")))
+                continue
+            checks.append(Check(**base, verdict="violated", note=m.noise, cause=cause))
+    named = {m.name: m for m in measurements}
+    for p in predictions:
+        m = named.get(p.measurement)
+        if m is None:
+            continue
+        base = dict(kind="prediction", claim=p.name, claim_finding=p.finding, claim_x=p.predicted_x,
+                    claim_interval=p.interval, measurement=m.name, measurement_finding=m.finding,
+                    measured_x=m.x, measured_interval=m.interval)
+        lo, hi = m.interval or (m.x, m.x)
+        plo, phi = p.interval or (p.predicted_x, p.predicted_x)
+        if phi >= lo and plo <= hi:
+            checks.append(Check(**base, verdict="holds", note=m.noise))
+        else:
+            claimed = f"; the finding's verdict said {p.verdict_claimed}" if p.verdict_claimed else ""
+            checks.append(Check(**base, verdict="missed", note=m.noise + claimed, cause=cause))
+    return checks
+
+
+def causes_of(by: dict[str, Finding]) -> str:
+    """What the run itself can say about why a measurement beat a bound: the operation's other
+    kernels the bound left in "the rest", and the profiler's own gaps inside T."""
+    profile, ceiling, splitk = by.get("profile"), by.get("ceiling"), by.get("splitk")
+    reasons = []
+    if ceiling is not None and "operation_instant_x" not in ceiling.numbers:
+        reasons.append(f"the bound counts {ceiling.data.get('kernel', 'the kernel')} alone, while a backend replaces "
+                       "the whole attention call (its wrapper's own kernels sit in the bound's rest)")
+    profiled, timed = _value(ceiling, "profiled_step_ms"), _value(ceiling, "timed_step_ms")
+    if profiled and timed and profiled > timed and "kernel_instant_x" not in (ceiling.numbers if ceiling else {}):
+        reasons.append(f"T is the profiled window, {profiled:.3g} ms a step against {timed:.3g} ms timed without the "
+                       f"profiler: {profiled - timed:.2g} ms a step are the profiler's own gaps")
+    vanished = (splitk.data.get("vanished_kernels") if splitk is not None else None) or []
+    if vanished and profile is not None:
+        steps = _value(profile, "steps") or 1
+        total = sum(k["total_us"] for k in vanished) / 1000 / steps
+        reasons.append(f"{len(vanished)} kernels of the baseline are gone with the rewrite ({total:.3g} ms a step), "
+                       "outside the kernel the bound made instant")
+    launches = splitk.data.get("launches_per_step") if splitk is not None else None
+    if launches:
+        reasons.append(f"launches a step {launches['before']:g} -> {launches['after']:g}")
+    return "; ".join(reasons)
+
+
+def check(findings: Iterable[Finding], target: dict[str, Any], samples: SampleLookup | None = None) -> Consistency:
+    """Hold every measurement in ``findings`` against every bound they state and every prediction
+    against its measurement. ``target`` is the run's target as data (the journal's ``run_start``);
+    ``samples`` maps a tool-call line to that run's step samples (for findings that lack them)."""
+    by = _by_step(findings)
+    attention_env = (target.get("engine") or {}).get("attention_env", "SGLANG_SM120_FLASHMLA_BACKEND")
+    bounds = bounds_of(by)
+    measurements = measurements_of(by, target, samples)
+    predictions = predictions_of(by)
+    return Consistency(bounds=bounds, measurements=measurements, predictions=predictions,
+                       checks=hold(bounds, measurements, predictions, attention_env, causes_of(by)))
+
+
+def journal_samples(events: list[dict]) -> SampleLookup:
+    """Step samples by tool-call line, from a journal's engine.bench results (first batch row)."""
+    by_call = {}
+    for event in events:
+        if event.get("kind") == "tool_result" and event.get("tool") == "engine.bench" and event.get("ok"):
+            rows = ((event.get("data") or {}).get("results")) or []
+            if rows and rows[0].get("step_ms_samples"):
+                by_call[event["call"]] = list(rows[0]["step_ms_samples"])
+    return by_call.get
