@@ -1,0 +1,305 @@
+"""Lever statistics (agent/stats.py) and the levers step's judgement, on real recorded step samples.
+
+Resampling model (the sweeps below): a sweep is a warm-up run then ``rounds`` rounds of
+``A null A slow`` (A the baseline, as levers.sweep_plan orders them). The warm-up draws the first
+recorded run of the journal (on the H200 the cold one, ~17.7 ms against ~12 ms warm; it must be
+discarded or it would bias the baseline). Every other run picks one recorded warm run of the setting
+uniformly at random, then resamples that run's step samples with replacement (as many as it has):
+the pick carries the run-to-run spread, the resampling the spread within a run. The "null" lever
+draws from the baseline's own warm runs (it changes nothing); the "slow" lever does too, with every
+step sample multiplied by 1.05 (5% slower: true throughput ratio 1/1.05). Seeded, so each test is
+deterministic.
+
+Rounds are the target's own (agent/targets/dsv4-flash.yaml), as the sweep runs on each box: on the
+H200 the baseline runs with CUDA graphs (thresholds.noise.rounds; the graph runs vary well under 1%, so
+few rounds suffice), on the CPU Triton runs interpreted (thresholds.noise.rounds_cpu; runs vary a few %, and
+a 5% change needs that many rounds to be detected in >= 95% of sweeps with a 3% minimum effect).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from statistics import median
+from pathlib import Path
+
+import pytest
+
+from agent import stats
+from agent.config import load_target
+from agent.engines import applicability, baseline, best_setting, with_lever
+from agent.state import Finding
+from agent.steps import levers as levers_step
+from agent.stats import BASELINE, Run, analyze_sweep, speed_verdict
+
+DATA = Path(__file__).parent / "data" / "lever-samples"
+SWEEPS = 1000
+TARGET, _ = load_target("dsv4-flash")
+RULES = TARGET.thresholds.noise
+
+
+def recorded(name: str) -> dict[int, list[float]]:
+    return {r["seq"]: r["step_ms_samples"] for r in json.loads((DATA / f"{name}.json").read_text())["runs"]}
+
+
+H200, CPU = recorded("h200"), recorded("cpu")
+# (first recorded run = the sweep's warm-up, the warm runs of the baseline as the sweep runs it, rounds)
+SAMPLE_SETS = {
+    "h200-cuda-graph": (H200[10], [H200[18], H200[23]], RULES.rounds_for("cuda")),
+    "cpu-interpreted": (CPU[10], [CPU[12], CPU[14], CPU[21]], RULES.rounds_for("cpu")),
+}
+
+
+def draw(rng: random.Random, pool: list[list[float]], factor: float = 1.0) -> tuple[float, ...]:
+    run = rng.choice(pool)
+    return tuple(factor * rng.choice(run) for _ in run)
+
+
+def resampled_sweep(rng, cold, pool, rounds, levers: dict[str, tuple[list[list[float]], float]]) -> list[Run]:
+    runs = [Run(BASELINE, draw(rng, [cold]), 0, warmup=True)]
+    for r in range(1, rounds + 1):
+        for name, (lever_pool, factor) in levers.items():
+            runs += [Run(BASELINE, draw(rng, pool), r), Run(name, draw(rng, lever_pool, factor), r)]
+    return runs
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLE_SETS))
+def test_resampled_sweeps_detect_5_percent_and_not_nothing(name):
+    cold, pool, rounds = SAMPLE_SETS[name]
+    rng = random.Random(20261201)
+    moved_null = moved_slow = covered = 0
+    for _ in range(SWEEPS):
+        sweep = analyze_sweep(resampled_sweep(rng, cold, pool, rounds, {"null": (pool, 1.0), "slow": (pool, 1.05)}),
+                              RULES.confidence, RULES.min_effect)
+        moved_null += speed_verdict(sweep.levers["null"].interval, RULES.min_effect) != "no change detected"
+        slow = sweep.levers["slow"].interval
+        moved_slow += speed_verdict(slow, RULES.min_effect) == "moves down"
+        covered += slow.covers(1 / 1.05)
+    assert moved_null / SWEEPS <= 0.02, f"{name}: a lever that changes nothing moved in {moved_null} of {SWEEPS}"
+    assert moved_slow / SWEEPS >= 0.95, f"{name}: a 5% slower lever moved down in only {moved_slow} of {SWEEPS}"
+    assert 0.90 <= covered / SWEEPS <= 0.98, f"{name}: the interval covered the true 5% in {covered} of {SWEEPS}"
+
+
+def test_the_torch_fallback_the_old_band_called_noise_moves_down():
+    """H200, eager: the torch fallback's one recorded run (seq 16, ~16.5 ms) against the two warm eager
+    baseline runs (~11.9 and ~12.7 ms). The old (max-min)/median band, cold run included, was +/-35%
+    doubled to 70.9%, and called this -23% "within noise"; interleaved rounds call it a move down."""
+    rng = random.Random(9)
+    eager = [H200[12], H200[14]]
+    down = 0
+    for _ in range(SWEEPS):
+        runs = resampled_sweep(rng, H200[10], eager, RULES.rounds_for("cuda"), {"torch": ([H200[16]], 1.0)})
+        down += speed_verdict(analyze_sweep(runs, RULES.confidence, RULES.min_effect).levers["torch"].interval,
+                              RULES.min_effect) == "moves down"
+    assert down / SWEEPS >= 0.95
+
+
+def test_the_cold_warm_up_is_discarded_and_would_bias_the_baseline():
+    rng = random.Random(3)
+    runs = resampled_sweep(rng, H200[10], [H200[12], H200[14]], 4, {"lever": ([H200[12], H200[14]], 1.0)})
+    with_warmup = analyze_sweep(runs, 0.95, 0.03)
+    without = analyze_sweep(runs[1:], 0.95, 0.03)
+    assert with_warmup.baseline == without.baseline and with_warmup.levers == without.levers
+    assert with_warmup.smallest_detectable_effect == without.smallest_detectable_effect
+    assert with_warmup.warmup_ms == [median(runs[0].samples)]
+    kept = analyze_sweep([Run(BASELINE, runs[0].samples, 1)] + runs[1:], 0.95, 0.03)
+    assert kept.baseline.run_ms[0] > 1.3 * max(without.baseline.run_ms)  # the cold run, had it been kept
+    assert kept.run_log_sd > 2 * without.run_log_sd
+
+
+def test_t_quantile_against_published_tables():
+    # two-sided 95% and one-sided 95% critical values of Student's t (any statistics table)
+    for df, value in [(1, 12.706), (2, 4.303), (4, 2.776), (8, 2.306), (30, 2.042)]:
+        assert stats.t_quantile(0.975, df) == pytest.approx(value, abs=5e-4)
+    assert stats.t_quantile(0.95, 7) == pytest.approx(1.895, abs=5e-4)
+    assert stats.t_quantile(0.025, 4) == pytest.approx(-stats.t_quantile(0.975, 4))
+    with pytest.raises(ValueError):
+        stats.t_quantile(1.0, 3)
+
+
+def test_one_round_gives_no_interval_and_no_verdict():
+    runs = [Run(BASELINE, (10.0,), 0, True), Run(BASELINE, (10.0, 10.2), 1), Run("fast", (5.0, 5.1), 1)]
+    sweep = analyze_sweep(runs, 0.95, 0.03)
+    interval = sweep.levers["fast"].interval
+    assert interval.ratio == pytest.approx(10.1 / 5.05) and interval.low is None and "one round" in interval.note
+    assert speed_verdict(interval, 0.03) == "no change detected"
+    assert sweep.run_log_sd is None and sweep.smallest_detectable_effect is None
+
+
+def test_zero_spread_gives_a_point_interval():
+    runs = []
+    for r in (1, 2, 3):
+        runs += [Run(BASELINE, (10.0,), r), Run("same", (10.0,), r), Run(BASELINE, (10.0,), r), Run("half", (5.0,), r)]
+    sweep = analyze_sweep(runs, 0.95, 0.03)
+    same, half = sweep.levers["same"].interval, sweep.levers["half"].interval
+    assert (same.low, same.ratio, same.high) == (1.0, 1.0, 1.0) and "zero spread" in same.note
+    assert speed_verdict(same, 0.03) == "no change detected"
+    assert half.low == pytest.approx(2.0) and half.high == pytest.approx(2.0)
+    assert speed_verdict(half, 0.03) == "moves up"
+    assert sweep.run_log_sd == 0.0 and sweep.smallest_detectable_effect == 0.03  # the minimum is all that is left
+
+
+def test_failed_runs_are_counted_and_unpair_their_neighbour():
+    runs = [Run(BASELINE, (10.0,), 1), Run("l", (8.0,), 1),
+            Run(BASELINE, None, 2), Run("l", (8.2,), 2),     # baseline failed: that lever run has no pair
+            Run(BASELINE, (10.1,), 3), Run("l", None, 3),    # lever failed
+            Run(BASELINE, (9.9,), 4), Run("l", (8.1,), 4)]
+    sweep = analyze_sweep(runs, 0.95, 0.03)
+    lever = sweep.levers["l"]
+    assert sweep.baseline.failed == 1 and sweep.baseline.run_ms == [10.0, 10.1, 9.9]
+    assert lever.failed == 1 and lever.unpaired == 1 and lever.run_ms == [8.0, 8.2, 8.1]
+    assert lever.interval.n == 2 and lever.median_ms == 8.1
+
+
+def test_a_lever_whose_runs_all_failed_has_no_median_or_interval():
+    runs = [Run(BASELINE, (10.0,), r) if i % 2 == 0 else Run("broken", None, r)
+            for r in (1, 2) for i in range(2)]
+    lever = analyze_sweep(runs, 0.95, 0.03).levers["broken"]
+    assert lever.median_ms is None and lever.failed == 2 and lever.interval.ratio is None
+
+
+def test_an_interval_that_excludes_one_but_misses_the_minimum_is_no_change():
+    small = stats.Interval(1.01, 1.005, 1.015, 5, 0.95)
+    assert small.excludes_no_change() and speed_verdict(small, 0.03) == "no change detected"
+    assert speed_verdict(stats.Interval(1.04, 1.02, 1.06, 5, 0.95), 0.03) == "moves up"
+    assert speed_verdict(stats.Interval(1 / 1.04, 0.94, 0.98, 5, 0.95), 0.03) == "moves down"
+    assert speed_verdict(stats.Interval(1.2, 0.9, 1.5, 5, 0.95), 0.03) == "no change detected"
+
+
+def test_smallest_detectable_effect_shrinks_with_rounds_until_the_minimum():
+    sd = 0.02
+    sizes = [stats.smallest_detectable_effect(sd, r, 0.95, 0.0) for r in (2, 4, 8, 16)]
+    assert sizes == sorted(sizes, reverse=True)
+    assert sizes[2] == pytest.approx(math.expm1(stats.t_quantile(0.975, 7) * math.sqrt(2) * sd / math.sqrt(8)))
+    assert stats.smallest_detectable_effect(sd, 1000, 0.95, 0.03) == 0.03
+    assert stats.smallest_detectable_effect(sd, 1, 0.95, 0.03) is None
+
+
+def test_unpaired_ratio_interval_for_a_prediction_check():
+    # the H200 baseline with graphs (two runs) against the split-K run (one): needs a spread from elsewhere
+    graph = [median(H200[18]), median(H200[23])]
+    splitk = [median(H200[57])]
+    alone = stats.ratio_interval(graph, splitk, 0.95)
+    assert alone.low is None and "no run-to-run spread" in alone.note
+    assert alone.ratio == pytest.approx(math.exp(sum(math.log(g) for g in graph) / 2 - math.log(splitk[0])))
+    given = stats.ratio_interval(graph, splitk, 0.95, log_sd=0.01, df=8)
+    assert given.low < given.ratio < given.high
+    assert given.high / given.low == pytest.approx(math.exp(2 * stats.t_quantile(0.975, 8) * 0.01 * math.sqrt(1.5)))
+    both = stats.ratio_interval([median(H200[12]), median(H200[14])], graph, 0.95)
+    assert both.low < 12.2 / 6.5 < both.high and both.n == 4  # Welch on the log run medians
+    wider = stats.ratio_interval([median(H200[12]), median(H200[14])], graph, 0.99)
+    assert wider.low < both.low and wider.high > both.high
+
+
+SKETCHES = json.loads((DATA / "cpu-output-sketches.json").read_text())["sketches"]
+
+
+def test_output_check_passes_backends_that_compute_the_same_function():
+    base = SKETCHES["sglang-triton"]
+    for other in ("torch", "splitk"):
+        assert stats.output_error(base, SKETCHES[other]) <= RULES.output_rtol
+    assert stats.output_error(base, base) == 0.0
+
+
+def test_output_check_catches_a_wrong_answer():
+    base = SKETCHES["sglang-triton"]
+    assert stats.output_error(base, SKETCHES["attention-zeroed"]) > 5 * RULES.output_rtol
+    check = levers_step.output_check(base, [SKETCHES["torch"], SKETCHES["attention-zeroed"]], RULES.output_rtol)
+    assert check["ok"] is False  # the worst run decides
+    assert levers_step.output_check(base, [SKETCHES["torch"], None], RULES.output_rtol)["ok"] is None
+    fewer_rows = {**base, "projections": base["projections"][:2], "row_norms": base["row_norms"][:2]}
+    with pytest.raises(ValueError):
+        stats.output_error(base, fewer_rows)
+
+
+def test_sweep_plan_interleaves_each_lever_with_its_own_baseline_run():
+    plan = levers_step.sweep_plan(["b", "c"], 2, 1)
+    assert [(p["setting"], p["repeat"]) for p in plan] == [
+        (BASELINE, "warmup"), (BASELINE, "r1a"), ("b", "r1"), (BASELINE, "r1b"), ("c", "r1"),
+        (BASELINE, "r2a"), ("b", "r2"), (BASELINE, "r2b"), ("c", "r2")]
+    assert [p["setting"] for p in levers_step.sweep_plan([], 2, 0)] == [BASELINE, BASELINE]
+
+
+def test_the_baseline_runs_as_the_deployment_with_graphs_off_a_lever():
+    off = next(lever for lever in TARGET.levers if lever.name == "cuda-graph-off")
+    assert baseline(TARGET, "cuda").options["cuda_graph"] is True
+    assert baseline(TARGET, "cpu").options["cuda_graph"] is False
+    assert applicability(TARGET, off, "cuda") is None
+    assert with_lever(TARGET, off, "cuda").options["cuda_graph"] is False
+    assert "no GPU" in applicability(TARGET, off, "cpu")
+
+
+def _result(name, status, ratio, comparable=True, output_ok=True):
+    return {"name": name, "status": status, "ratio": ratio, "comparable": comparable, "output": {"ok": output_ok},
+            "interval": [ratio * 0.99, ratio * 1.01], "tok_s": 100 * ratio, "seqs": [1]}
+
+
+def test_best_setting_is_a_measured_comparable_mover_with_the_same_output():
+    torch_lever, graph_off = "attention-torch-fallback", "cuda-graph-off"
+    assert best_setting(TARGET, {"levers": []}) == []
+    assert [lv.name for lv in best_setting(TARGET, {"levers": [_result(torch_lever, "moves up", 1.5),
+                                                                _result(graph_off, "moves up", 1.2)]})] == [torch_lever]
+    assert best_setting(TARGET, {"levers": [_result(torch_lever, "not comparable", 150.0, comparable=False)]}) == []
+    assert best_setting(TARGET, {"levers": [_result(torch_lever, "changes the output", 2.0, output_ok=False)]}) == []
+    assert best_setting(TARGET, {"levers": [_result(torch_lever, "moves up", 1.5, output_ok=None)]}) == []
+    assert best_setting(TARGET, {"levers": [_result(torch_lever, "moves up", 1.5)]}, what_if={"torch"}) == []
+    assert best_setting(TARGET, {"levers": [_result(torch_lever, "moves down", 0.8)]}) == []
+
+
+class FakeBench:
+    """engine.bench answered from the recorded CPU runs: baseline runs cycle through the recorded
+    warm runs, the torch lever returns its recorded run, with the recorded output sketches."""
+
+    def __init__(self, torch_sketch: str):
+        self.calls, self.seq, self.torch_sketch = [], 100, torch_sketch
+        self.base = [CPU[12], CPU[14], CPU[21]]
+
+    def call(self, tool, args):
+        assert tool == "engine.bench"
+        self.calls.append(args["label"])
+        self.seq += 2
+        torch = args["spec"]["attention"] == "torch"
+        samples = CPU[16] if torch else self.base[len(self.calls) % 3]
+        sketch = SKETCHES[self.torch_sketch if torch else "sglang-triton"]
+        step = median(samples)
+        row = {"batch": 4, "step_ms": step, "step_ms_samples": samples, "layer_ms": step, "tok_s": 4e3 / step,
+               "tok_s_projected": 4e3 / (43 * step), "output_sketch": sketch}
+        return {"ok": True, "seq": self.seq, "call_seq": self.seq - 1, "artifacts": [],
+                "data": {"results": [row], "interpreter": not torch, "attention": args["spec"]["attention"]}}
+
+
+def _state():
+    survey = Finding(index=1, step="survey", headline="cpu", verdict="ok",
+                     data={"box": {"device": "cpu"}, "stand_in": True})
+    return {"target": TARGET.model_dump(), "findings": [survey.model_dump()]}
+
+
+def test_the_levers_step_on_recorded_cpu_runs():
+    bench = FakeBench("torch")
+    finding = levers_step.sweep_levers(_state(), bench)
+    rounds = RULES.rounds_for("cpu")
+    assert bench.calls[0] == "baseline#warmup" and bench.calls[1:3] == ["baseline#r1a", "attention-torch-fallback#r1"]
+    assert len(bench.calls) == 1 + 2 * rounds  # flashinfer not in the reference engine, graphs-off moot on a CPU
+    results = {r["name"]: r for r in finding.data["levers"]}
+    torch_result = results["attention-torch-fallback"]
+    assert torch_result["status"] == "not comparable" and torch_result["output"]["ok"] is True
+    assert results["cuda-graph-off"]["status"] == "not tried" and results["attention-flashinfer"]["status"] == "not tried"
+    assert finding.data["best"]["levers"] == [] and finding.data["baseline_options"] == {"cuda_graph": False}
+    rows = {row[0]: row for row in finding.tables[0].rows}
+    assert rows["baseline (warm-up, discarded)"][5] == "warm-up"
+    assert "not comparable" in rows["attention-torch-fallback"][3] and rows["attention-torch-fallback"][4] == str(rounds)
+    assert finding.number("min_effect") == RULES.min_effect
+    assert finding.number("smallest_detectable_effect") >= RULES.min_effect
+    low, high = torch_result["interval"]
+    assert finding.number("attention-torch-fallback_ratio_low") == low and low < torch_result["ratio"] < high
+    base_ms = [median(s) for s in (CPU[12], CPU[14], CPU[21])]
+    assert min(base_ms) <= finding.number("baseline_step_ms") <= max(base_ms)
+
+
+def test_a_lever_that_changes_the_output_is_reported_so_whatever_its_speed():
+    finding = levers_step.sweep_levers(_state(), FakeBench("attention-zeroed"))
+    torch_result = next(r for r in finding.data["levers"] if r["name"] == "attention-torch-fallback")
+    assert torch_result["status"] == "changes the output" and torch_result["output"]["error"] > RULES.output_rtol
+    assert torch_result["ratio"] > 10  # far faster, and still not a candidate
+    assert best_setting(TARGET, finding.data) == []
