@@ -21,8 +21,8 @@ from tools.gates import evaluate, fallbacks_for_kernels, scan
 REPO = Path(__file__).resolve().parents[1]
 SGLANG_VERSION = "0.5.23"
 SM90, SM100, SM120 = 90, 100, 120
-DC_BLACKWELL = [100, 101, 103]
-ALL = [50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121]
+DC_BLACKWELL = [100, 101, 103, 107]
+ALL = [50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 107, 110, 120, 121]
 
 
 def sglang_root() -> Path:
@@ -63,7 +63,7 @@ def test_capability_helpers_read_from_their_definitions(result):
     # common.py:309 majors [10]; common.py:333 majors [9]; common.py:297 majors [10, 11, 12]
     assert helpers["is_sm100_supported"].sms_definite == DC_BLACKWELL
     assert helpers["is_sm90_supported"].sms_definite == [90]
-    assert helpers["is_blackwell_supported"].sms_definite == [100, 101, 103, 110, 120, 121]
+    assert helpers["is_blackwell_supported"].sms_definite == [100, 101, 103, 107, 110, 120, 121]
     # common.py:342-344: is_sm120() is torch.cuda.get_device_capability() == (12, 0): not sm_121
     assert helpers["is_sm120"].sms_definite == [120]
     # common.py:756 get_device_sm() returns major * 10 + minor (NVML or torch.cuda)
@@ -168,7 +168,7 @@ def test_deepgemm_paths(result):
     # configurer.py:39: JIT DeepGEMM needs sm_90 or newer; :44 sm_120/121 only with the SM120 APIs
     # probed in _sm120_deep_gemm_apis_available (:17) and `import deep_gemm` (:49): never definite.
     enabled = constants["ENABLE_JIT_DEEPGEMM"]
-    assert enabled.sms == [90, 100, 101, 103, 110, 120, 121] and enabled.sms_definite == []
+    assert enabled.sms == [90, 100, 101, 103, 107, 110, 120, 121] and enabled.sms_definite == []
     assert "deep_gemm importable" in enabled.conditions
     assert enabled.env == ["SGLANG_ENABLE_JIT_DEEPGEMM"]
     probe = gate(result, "srt/layers/deep_gemm_wrapper/configurer.py", 44)
@@ -181,7 +181,7 @@ def test_fp4_indexer_flag_is_rejected_on_hopper(result):
     g = gate(result, "srt/arg_groups/serving_hook.py", 464)
     assert g.when_true.kind in ("call", "raise") and "requires SM100, SM120" in g.when_true.text
     assert SM90 in g.sms_maybe
-    assert not {100, 101, 103, 120, 121} & set(g.sms)
+    assert not {100, 101, 103, 107, 120, 121} & set(g.sms)
 
 
 def test_dsv4_trtllm_attention_backend_asserts_sm100(result):
@@ -228,3 +228,89 @@ def test_box_side_json_for_sm120():
     assert rows[("kernels/ops/attention/flash_mla_sm120.py", 343)]["passes"] is False
     (tie,) = out["kernels"]
     assert tie["env_to_reach"] == {"SGLANG_SM120_FLASHMLA_BACKEND": ["triton"]}
+
+
+def test_capability_check_early_exit_is_passed_by_sm120(result):
+    # kernels/kda_kernels/sm120_fp8.py:116 `if capability[0] != 12: return None`: the true side is the
+    # exit, so sm_120 (which does not take it) goes on to the SM120 FP8 path below; sm_90 is shut out.
+    g = gate(result, "kernels/kda_kernels/sm120_fp8.py", 116)
+    assert g.role == "exits" and 120 not in g.sms and 90 in g.sms_true
+    r120 = row(result, SM120, g.file, g.line)
+    assert r120.passes is True and r120.definite and r120.alternative == "return None"
+    assert 120 in r120.allows and 90 not in r120.allows
+    assert row(result, SM90, g.file, g.line).passes is False
+    # srt/arg_groups/serving_hook.py:464: the fp4-indexer check raises (when the flag is on) unless
+    # sm_100/sm_120: an exit sm_120 passes whatever the flag; sm_90 passes only with the flag off.
+    hook = gate(result, "srt/arg_groups/serving_hook.py", 464)
+    h120, h90 = row(result, SM120, hook.file, hook.line), row(result, SM90, hook.file, hook.line)
+    assert hook.role == "exits" and h120.passes is True and h120.definite
+    assert h90.passes is True and not h90.definite and h90.conditions
+
+
+def test_sm107_is_a_known_architecture(result):
+    assert 107 in result.sm_versions
+    # kernels/jit/utils/arch.py:122 `if (major, minor) == (10, 7):` after `major, minor =
+    # torch.cuda.get_device_capability(device)` (:110); the rebinding at :126 comes after the test.
+    g = gate(result, "kernels/jit/utils/arch.py", 122)
+    assert g.sms == [107]
+    # srt/layers/quantization/mxfp4.py:75 _is_sm107_supported: get_device_capability() == (10, 7)
+    helpers = {h.name: h for h in result.helpers}
+    assert helpers["_is_sm107_supported"].sms_definite == [107]
+
+
+def test_every_literal_capability_a_gate_compares_is_evaluated(result):
+    """The known architectures cover what the source tests: every `get_device_sm() == N` and
+    `(major, minor) == (M, m)` a gate compares is an evaluated SM, and that gate is true there."""
+    import re
+
+    compared = []
+    for g in result.gates:
+        for n in re.findall(r"get_device_sm\(\) == (\d{2,3})\b", g.test):
+            compared.append((g, int(n)))
+        for major, minor in re.findall(r"\(major, minor\) == \((\d+), (\d)\)", g.test):
+            compared.append((g, int(major) * 10 + int(minor)))
+    assert {107, 120} <= {sm for _, sm in compared}
+    for g, sm in compared:
+        assert sm in result.sm_versions, (g.id, sm)
+        if " and " not in g.test and " or " not in g.test and g.test.count("==") == 1:
+            assert sm in g.sms, (g.id, g.test, g.sms)
+
+
+@pytest.mark.parametrize("sm", [SM120, 107])
+def test_every_row_verdict_agrees_with_its_test(result, sm):
+    """An "enables" row passes where its test can be true; an early-exit row where it can be false."""
+    gates = {g.id: g for g in result.gates}
+    rows = evaluate(result, sm)
+    assert any(r.role == "exits" for r in rows) and any(r.role == "enables" for r in rows)
+    for r in rows:
+        g = gates[r.id]
+        if sm in g.sms_unknown:
+            assert r.passes is None
+            continue
+        expected = (sm not in g.sms_true) if r.role == "exits" else (sm in g.sms)
+        assert r.passes is expected and (sm in r.allows) is expected, r
+
+
+def test_decode_kernel_tie_names_only_its_own_switch(result):
+    from agent.steps.gates import headline_for, split_rows, switches_of
+    from tools.gates.kernels import tie_to_dict
+    from tools.gates.model import _jsonable
+
+    (tie,) = fallbacks_for_kernels(result, SM120, ["_tiled_sparse_decode_kernel"])
+    # srt/layers/attention/deepseek_v4_backend.py:4263: the sparse-prefill branch returns before the
+    # decode call; the decode kernel's path is on its false side whatever SGLANG_OPT_FLASHMLA_SPARSE_PREFILL is.
+    envs = [lever["env"] for lever in tie.levers if "env" in lever]
+    assert envs == ["SGLANG_SM120_FLASHMLA_BACKEND"]
+    prefill = [u for p in tie.paths for g in p.gates for u in g.env if u["name"] == "SGLANG_OPT_FLASHMLA_SPARSE_PREFILL"]
+    assert prefill and not any(u["decides"] for u in prefill)
+    rows = _jsonable(evaluate(result, SM120))
+    ties = [tie_to_dict(tie)]
+    shown, shown_exits, exits_passed = split_rows(rows, ties)
+    headline = headline_for(SM120, shown, shown_exits, exits_passed, ties, 0)
+    assert switches_of(ties) == ["SGLANG_SM120_FLASHMLA_BACKEND"]
+    assert "SGLANG_OPT_FLASHMLA_SPARSE_PREFILL" not in headline
+    assert "reached by SGLANG_SM120_FLASHMLA_BACKEND=triton" in headline
+    # the early exit sm_120 passes is counted among the passed, not the failing
+    assert "kernels/kda_kernels/sm120_fp8.py:116" in {f"{r['file']}:{r['line']}" for r in exits_passed}
+    assert all(r["role"] == "exits" and r["passes"] is False for r in shown_exits)
+    assert f"{len(shown_exits)} early-exit guards it takes" in headline

@@ -18,8 +18,8 @@ from tools.gates.cli import main as cli_main
 
 REPO = Path(__file__).resolve().parents[1]
 TREE = REPO / "tests" / "data" / "gates-synthetic" / "fakeengine"
-ALL = [50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121]
-DC_BLACKWELL = [100, 101, 103]
+ALL = [50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 107, 110, 120, 121]
+DC_BLACKWELL = [100, 101, 103, 107]
 
 
 @pytest.fixture(scope="module")
@@ -54,9 +54,9 @@ def test_helpers_are_learned_from_their_definitions(result):
     # built on device_sm(), itself from get_device_properties().major/minor: platform_utils.py:27
     assert helper(result, "supports_fast_fp4").sms_definite == DC_BLACKWELL
     # a helper whose name says nothing about architectures, `cap >= (8, 9)`: platform_utils.py:32
-    assert helper(result, "turbo_ok").sms_definite == [89, 90, 100, 101, 103, 110, 120, 121]
+    assert helper(result, "turbo_ok").sms_definite == [89, 90, 100, 101, 103, 107, 110, 120, 121]
     # a class property combining two helpers: platform_utils.py:68
-    assert helper(result, "Device.has_tma").sms_definite == [90, 100, 101, 103, 110, 120, 121]
+    assert helper(result, "Device.has_tma").sms_definite == [90, 100, 101, 103, 107, 110, 120, 121]
     # a non-boolean helper keeps its value per SM
     assert helper(result, "device_sm").values["120"] == "120"
 
@@ -92,7 +92,7 @@ def test_attribute_through_dispatch_table_getattr(result):
 
 def test_property(result):
     g = gate(result, 57)  # Device().has_tma
-    assert (g.kind, g.sms_true) == ("attr", [90, 100, 101, 103, 110, 120, 121])
+    assert (g.kind, g.sms_true) == ("attr", [90, 100, 101, 103, 107, 110, 120, 121])
 
 
 def test_import_probe_becomes_a_condition(result):
@@ -112,7 +112,7 @@ def test_os_environ_switch_that_reaches_the_sm(result):
 
 def test_direct_capability_compare(result):
     g = gate(result, 75)  # torch.cuda.get_device_capability() >= (9, 0)
-    assert (g.kind, g.sms_true) == ("call", [90, 100, 101, 103, 110, 120, 121])
+    assert (g.kind, g.sms_true) == ("call", [90, 100, 101, 103, 107, 110, 120, 121])
 
 
 def test_unresolvable_names_are_listed_not_dropped(result):
@@ -272,3 +272,144 @@ def test_human_table(capsys):
     assert "this SM runs instead at attention.py:93" in out
     assert cli_main(["--source", str(TREE), "--sm", "100", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["sm"] == 100
+
+
+# Early exits (attention.py:111-170): the true side of these tests leaves the function.
+
+EXIT_GATES = {121: "return None", 127: "raise", 134: "continue", 140: "return after logging"}
+
+
+@pytest.mark.parametrize("line", sorted(EXIT_GATES))
+def test_early_exit_guards_are_told_apart(result, line):
+    assert gate(result, line).role == "exits", EXIT_GATES[line]
+
+
+def test_selections_and_fast_paths_are_not_exits(result):
+    # `return "hopper"` (:148) chooses a value; `return fp4_quant(x)` (:26) is the fast path itself.
+    assert gate(result, 148).role == "enables" and gate(result, 26).role == "enables"
+    assert gate(result, 93).role == "enables"  # imports and calls dc_decode before returning
+
+
+def test_sm120_passes_the_exit_it_does_not_take(result):
+    # attention.py:121 `if capability[0] != 12: return None`: sm_120 goes on to the kernel below.
+    rows = {r.line: r for r in evaluate(result, 120)}
+    row = rows[121]
+    assert row.passes is True and row.definite
+    assert row.guarded.startswith("falls through: return consumer_gemv_kernel") and row.alternative == "return None"
+    assert row.allows == [120, 121]
+    # the same guard shuts sm_90 out
+    assert {r.line: r for r in evaluate(result, 90)}[121].passes is False
+    # dc_only (:127) raises on sm_120: sm_120 fails it, sm_100 passes
+    assert rows[127].passes is False and {r.line: r for r in evaluate(result, 100)}[127].passes is True
+
+
+@pytest.mark.parametrize("sm", [90, 100, 107, 120])
+def test_every_row_verdict_agrees_with_its_test_on_the_sm(result, sm):
+    """An "enables" row passes where its test can be true, an "exits" row where it can be false;
+    `allows` holds exactly the SMs that would pass."""
+    gates = {g.id: g for g in result.gates}
+    for row in evaluate(result, sm):
+        g = gates[row.id]
+        if sm in g.sms_unknown:
+            assert row.passes is None
+            continue
+        test_can_be_true = sm in g.sms
+        test_can_be_false = sm not in g.sms_true
+        expected = test_can_be_false if row.role == "exits" else test_can_be_true
+        assert row.passes is expected, row
+        assert (sm in row.allows) is expected, row
+
+
+def test_a_rebinding_after_the_test_does_not_reach_it(result):
+    # attention.py:157 `if (major, minor) == (10, 7):` rebinds major, minor inside the branch;
+    # only the capability bound before the test reaches it: sm_107 exactly, never sm_87.
+    g = gate(result, 157)
+    assert g.sms_true == [107] and g.sms_maybe == []
+
+
+def test_a_rebinding_later_in_the_same_loop_reaches_the_test(result):
+    # attention.py:166 `if sm == 90:` inside a loop whose next line rebinds sm = device_sm()
+    g = gate(result, 166)
+    assert g.sms_maybe == [90] and g.sms_true == []
+
+
+def test_sm_numbers_are_major_times_ten_plus_minor():
+    from tools.gates.model import SM_VERSIONS, capability_of, sm_of
+
+    assert sm_of(10, 7) == 107 and sm_of(12, 0) == 120 and sm_of(8, 7) == 87
+    assert all(sm_of(*capability_of(sm)) == sm for sm in SM_VERSIONS)
+    assert 107 in SM_VERSIONS
+
+
+def test_sm107_is_accepted_by_the_box_side_cli():
+    proc = subprocess.run(
+        [sys.executable, "-m", "tools.gates", "--source", str(TREE), "--sm", "107"],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["line"]: r for r in json.loads(proc.stdout)["evaluation"]}
+    assert rows[157]["passes"] is True and rows[93]["passes"] is True  # major 10: arch_is_blackwell_dc
+
+
+def test_env_decided_rows_say_so(result):
+    rows = {r.line: r for r in evaluate(result, 120)}
+    # attention.py:97 `_BACKEND == "slow"`: false on every SM at the default, true on every SM with "slow"
+    assert rows[97].decided_by == "env"
+    # attention.py:69 needs FAKE_SM120_PATH=1 *and* sm_120: the SM still decides
+    assert rows[69].decided_by == "sm" and rows[93].decided_by == "sm"
+
+
+def test_a_switch_that_cannot_close_the_path_is_not_a_lever(tmp_path):
+    # A prefill switch guarding an early return before the decode call: every value of it leaves
+    # the decode path open (the decode runs on the guard's false side), so it does not choose the kernel.
+    pkg = tmp_path / "eng"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "kern.py").write_text(
+        "import os\n"
+        "import torch\n\n\n"
+        "def _decode_kernel(x):\n"
+        "    return x\n\n\n"
+        "def forward(x, is_prefill):\n"
+        "    if is_prefill and os.environ.get('ENG_SPARSE_PREFILL', '1') == '1':\n"
+        "        return prefill(x)\n"
+        "    if torch.cuda.get_device_capability()[0] == 12:\n"
+        "        if os.environ.get('ENG_DECODE_BACKEND', 'fast') == 'slow':\n"
+        "            return _decode_kernel(x)\n"
+        "        return fast_decode(x)\n"
+        "    return other_decode(x)\n"
+    )
+    (tie,) = fallbacks_for_kernels(scan(pkg), 120, ["_decode_kernel"])
+    assert tie.env_to_reach == {"ENG_DECODE_BACKEND": ["slow"]}
+    assert [lever["env"] for lever in tie.levers if "env" in lever] == ["ENG_DECODE_BACKEND"]
+    prefill_uses = [use for path in tie.paths for g in path.gates for use in g.env if use["name"] == "ENG_SPARSE_PREFILL"]
+    assert prefill_uses and all(not use["decides"] and not use["closes"] for use in prefill_uses)
+
+
+def test_gates_step_counts_and_shows_early_exits_apart(result):
+    from agent.steps.gates import allows_text, headline_for, reached_by, split_rows
+    from tools.gates.kernels import tie_to_dict
+    from tools.gates.model import _jsonable
+
+    rows = _jsonable(evaluate(result, 120))
+    ties = [tie_to_dict(t) for t in fallbacks_for_kernels(result, 120, ["_slow_decode_kernel"])]
+    shown, shown_exits, exits_passed = split_rows(rows, ties)
+    where = lambda rs: {r["line"] for r in rs}  # noqa: E731
+    # attention.py:121 (sm_120 does not take `return None`) passes; :127 (sm_120 takes the raise) fails
+    assert 121 in where(exits_passed) and 121 not in where(shown)
+    assert 127 in where(shown_exits) and 127 in where(shown)
+    assert where(shown_exits) == {r["line"] for r in rows if r["role"] == "exits" and r["passes"] is False}
+    headline = headline_for(120, shown, shown_exits, exits_passed, ties, 0)
+    assert f"{len(shown_exits)} early-exit guards it takes" in headline
+    assert f"passes {len(exits_passed)} early-exit guards" in headline
+    assert "reached by FAKE_DECODE_BACKEND=slow" in headline and reached_by(ties[0]) == "FAKE_DECODE_BACKEND=slow"
+    by_line = {r["line"]: r for r in rows}
+    # attention.py:97: the environment value decides, not the SM
+    assert allows_text(by_line[97], result.sm_versions) == "any SM; FAKE_DECODE_BACKEND decides"
+    assert allows_text(by_line[121], result.sm_versions) == "sm_120, sm_121"
+
+
+def test_human_table_marks_early_exits(capsys):
+    assert cli_main(["--source", str(TREE), "--sm", "120"]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("attention.py:121"))
+    assert " early exit " in line and " yes " in line and ">=120" in line

@@ -26,8 +26,27 @@ def sm_list(sms: list[int] | None, known: list[int]) -> str:
     return ", ".join(f"sm_{s}" for s in allowed) or "none"
 
 
+def allows_text(row: dict[str, Any], known: list[int]) -> str:
+    """The SMs a gate row lets through, or which switch decides when the SM does not."""
+    if row.get("decided_by") == "env":
+        return "any SM; " + ", ".join(row.get("env") or []) + " decides"
+    return sm_list(row.get("allows", row.get("sms")), known)
+
+
+def role_text(row: dict[str, Any]) -> str:
+    return "early exit" if row.get("role") == "exits" else "enables"
+
+
+def reached_by(tie: dict[str, Any]) -> str:
+    """The environment on the kernel's own path that reaches it: NAME=value, or the default."""
+    if tie.get("reached") is True:
+        return "the default environment"
+    needed = tie.get("env_to_reach") or {}
+    return ", ".join(f"{name}={'|'.join(values)}" for name, values in sorted(needed.items())) or "no environment found"
+
+
 def relevant_first(rows: list[dict[str, Any]], files: set[str]) -> list[dict[str, Any]]:
-    """Failing gates of the engine proper (not its tests or benchmarks), those on the profiled
+    """Gate rows of the engine proper (not its tests or benchmarks), those in the files on the profiled
     kernels' call paths first."""
     engine = [r for r in rows if not r["file"].startswith(SKIPPED_TREES)]
     return sorted(engine, key=lambda r: (r["file"] not in files, r["file"], r["line"]))
@@ -40,6 +59,41 @@ def tie_files(ties: list[dict[str, Any]]) -> set[str]:
             files.update(step["at"].split(":")[0] for step in path.get("chain", []))
         files.update(alt["at"].split(":")[0] for alt in tie.get("alternatives", []))
     return files
+
+
+def split_rows(rows: list[dict[str, Any]], ties: list[dict[str, Any]]) -> tuple[list, list, list]:
+    """(failing, failing early-exit guards, early-exit guards passed) among the engine's gate rows,
+    failing ones on the tied kernels' paths first. Failing an early-exit guard means taking its
+    exit; passing one means going on to the code it guards (a test-truth reading inverts both)."""
+    shown = relevant_first([r for r in rows if r["passes"] is False], tie_files(ties))
+    shown_exits = [r for r in shown if r.get("role") == "exits"]
+    exits_passed = relevant_first([r for r in rows if r.get("role") == "exits" and r["passes"] is True], set())
+    return shown, shown_exits, exits_passed
+
+
+def fallbacks_of(ties: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per (fallback kernel, gated-off fast path): {"kernel", "fast_path", "sms", "at"}."""
+    return [{"kernel": tie["kernel"], "fast_path": alternative["names"][0], "sms": alternative.get("sms"),
+             "at": alternative["at"]}
+            for tie in ties for alternative in tie.get("alternatives", [])]
+
+
+def switches_of(ties: list[dict[str, Any]]) -> list[str]:
+    """The environment levers of the tied kernels: switches on each kernel's own path whose value can
+    open or close it (a prefill switch on the decode path's fall-through side is not one)."""
+    return sorted({lever["env"] for tie in ties for lever in tie.get("levers", []) if "env" in lever})
+
+
+def headline_for(sm: int, shown: list, shown_exits: list, exits_passed: list, ties: list[dict[str, Any]],
+                 unresolved: int) -> str:
+    fallbacks = fallbacks_of(ties)
+    kernels = "; ".join(
+        f"{t['kernel']} is the fallback of "
+        f"{', '.join(sorted({f['fast_path'] for f in fallbacks if f['kernel'] == t['kernel']}))}, reached by {reached_by(t)}"
+        for t in sorted(ties, key=lambda t: t["kernel"]))
+    return (f"sm_{sm} fails {len(shown)} of the engine's capability gates ({len(shown) - len(shown_exits)} paths it "
+            f"is not enabled for, {len(shown_exits)} early-exit guards it takes) and passes {len(exits_passed)} "
+            f"early-exit guards; {kernels or 'no profiled kernel is tied to a gated-off path'}; {unresolved} unresolved")
 
 
 def scan_args(source: str | None, sm: int, kernels: list[str], env: dict[str, str]) -> dict[str, Any]:
@@ -59,11 +113,11 @@ def measure_what_if(state: InvestigationState, session: Session, box_sm: int) ->
             continue
         setting = Setting(f"what-if {backend}", dict(profiled["env"]), dict(profiled["options"]), backend=backend)
         result = session.call("engine.bench", bench_args(target, device, setting, [measured_batch(target, device)]))
-        seqs.append(result["call_seq"])
+        seqs.append(result["seq"])
         baseline = profile.number("setting_tok_s")
         if result["ok"]:
             tok_s = throughput(result, measured_batch(target, device))["tok_s"]
-            rows.append([backend, f"sm_{box_sm}", tok_s, baseline, tok_s / baseline, str(result["call_seq"])])
+            rows.append([backend, f"sm_{box_sm}", tok_s, baseline, tok_s / baseline, str(result["seq"])])
         else:
             rows.append([backend, f"sm_{box_sm}", None, baseline, None, f"failed: {result['error']}"])
     return rows, seqs
@@ -82,7 +136,7 @@ def scan_gates(state: InvestigationState, session: Session) -> Finding:
     env = dict(target.engine.env)
     declared_sm, box_sm = target.deployment.sm, survey.data["box"]["sm"]
     declared = session.call("gates.scan", scan_args(source, declared_sm, kernels, env))
-    seqs = [declared["call_seq"]]
+    seqs = [declared["seq"]]
     if not declared["ok"]:
         return Finding(index=next_index(state), step="gates", verdict="failed", evidence=seqs, labels=["failed"],
                        headline=f"the gate scan failed: {declared['error']}",
@@ -91,36 +145,38 @@ def scan_gates(state: InvestigationState, session: Session) -> Finding:
     known = data["scan"]["sm_versions"]
     rows = data["evaluation"]
     ties = [t for t in data["kernels"] if t.get("fallback")]
+    shown, shown_exits, exits_passed = split_rows(rows, ties)
     failing = [r for r in rows if r["passes"] is False]
-    shown = relevant_first(failing, tie_files(ties))
-    gate_rows = [[f"{r['file']}:{r['line']}", r["kind"], r.get("helper") or "-", sm_list(r.get("sms"), known),
-                  r["guarded"][:80]] for r in shown[:SHOWN_GATES]]
-    tie_rows = []
-    fallback_kernels = []
-    for tie in ties:
-        for alternative in tie.get("alternatives", []):
-            tie_rows.append([tie["kernel"], tie["defined_at"], alternative["at"], ", ".join(alternative["names"][:2]),
-                             sm_list(alternative.get("sms"), known),
-                             "; ".join(f"{e}={'|'.join(v)}" for e, v in sorted(tie.get("env_to_reach", {}).items()))])
-            fallback_kernels.append({"kernel": tie["kernel"], "fast_path": alternative["names"][0],
-                                     "sms": alternative.get("sms"), "at": alternative["at"]})
-    switches = sorted({lever["env"] for tie in ties for lever in tie.get("levers", [])})
+    gate_rows = [[f"{r['file']}:{r['line']}", f"{role_text(r)} ({r['kind']})", r.get("helper") or "-", allows_text(r, known),
+                  (("exit: " + r["alternative"][:72] + " | else ") if r.get("role") == "exits" else "") + r["guarded"][:80]]
+                 for r in shown[:SHOWN_GATES]]
+    tie_rows = [[tie["kernel"], tie["defined_at"], alternative["at"], ", ".join(alternative["names"][:2]),
+                 sm_list(alternative.get("sms"), known), reached_by(tie)]
+                for tie in ties for alternative in tie.get("alternatives", [])]
+    fallback_kernels = fallbacks_of(ties)
+    switches = switches_of(ties)
     unresolved = data["scan"].get("unresolved", [])
     tables = [
         Table(title="Profiled kernels that are fallbacks of a gated-off fast path",
               columns=["kernel", "defined at", "gated path at", "fast path", "allowed on", "environment that reaches the kernel"],
               rows=tie_rows),
-        Table(title=f"Gates sm_{declared_sm} fails ({len(shown)} in the engine; the first {min(SHOWN_GATES, len(shown))}, "
-                    "those on the profiled kernels' paths first)",
-              columns=["where", "kind", "helper", "allows", "guards"], rows=gate_rows,
-              note="the full list is in this finding's JSON"),
+        Table(title=f"Gates sm_{declared_sm} fails ({len(shown)} in the engine, {len(shown_exits)} of them early-exit "
+                    f"guards it takes; the first {min(SHOWN_GATES, len(shown))}, those on the profiled kernels' paths first)",
+              columns=["where", "guard (kind)", "helper", "allows", "guards"], rows=gate_rows,
+              note="enables: the SMs whose test is true get the path; early exit: the SMs whose test is true "
+                   "return/raise there and are shut out of what follows. The full list is in this finding's JSON"),
+        Table(title=f"Early-exit guards sm_{declared_sm} passes ({len(exits_passed)}; the first "
+                    f"{min(SHOWN_GATES, len(exits_passed))})",
+              columns=["where", "test", "exit it does not take", "goes on to"],
+              rows=[[f"{r['file']}:{r['line']}", r["test"][:60], r["alternative"][:60], r["guarded"][:60]]
+                    for r in exits_passed[:SHOWN_GATES]]),
         Table(title=f"Unresolved ({len(unresolved)}; the first 10)", columns=["where", "why"],
               rows=[[u["at"], u["reason"][:120]] for u in unresolved[:10]]),
     ]
     labels, what_if_data = [], None
     if box_sm and box_sm != declared_sm:
         box_scan = session.call("gates.scan", scan_args(source, box_sm, kernels, env))
-        seqs.append(box_scan["call_seq"])
+        seqs.append(box_scan["seq"])
         labels.append("what-if")
         if box_scan["ok"]:
             differs = [r for r in box_scan["data"]["evaluation"] if r["passes"] is True
@@ -134,23 +190,27 @@ def scan_gates(state: InvestigationState, session: Session) -> Finding:
                                 note=f"{len(differs)} gates; the box's picture, not the deployment's"))
             if measured:
                 tables.append(Table(title="What-if: backends the box's gates open, measured on the box",
-                                    columns=["backend", "gate passed", "tok/s", "profiled setting tok/s", "vs profiled", "log"],
+                                    columns=["backend", "gate passed", "tok/s (projected)", "profiled setting tok/s (projected)",
+                                             "ratio to the profiled setting (x)", "log"],
                                     rows=measured, note="stand-in box numbers; never part of the deployment's ceiling"))
             what_if_data = {"sm": box_sm, "passes_more": len(differs), "measured": measured}
         else:
             tables.append(Table(title=f"What-if: the box's scan (sm_{box_sm}) failed", columns=["error"],
                                 rows=[[box_scan["error"]]]))
     passing = sorted({s for f in fallback_kernels for s in (f["sms"] or []) if s != declared_sm})
-    headline = (f"sm_{declared_sm} fails {len(shown)} of the engine's capability gates; "
-                + (f"{', '.join(sorted({t['kernel'] for t in ties}))} is the fallback of "
-                   f"{', '.join(sorted({f['fast_path'] for f in fallback_kernels}))}, reached by "
-                   f"{', '.join(switches) or 'default'}" if ties else "no profiled kernel is tied to a gated-off path")
-                + f"; {len(unresolved)} unresolved")
+    headline = headline_for(declared_sm, shown, shown_exits, exits_passed, ties, len(unresolved))
     return Finding(
         index=next_index(state), step="gates", headline=headline, verdict="gated" if ties else "open",
         numbers={"failing": Number(value=len(shown), label=f"engine gates sm_{declared_sm} fails", seqs=seqs[:1]),
+                 "failing_exits": Number(value=len(shown_exits), label=f"of them, early-exit guards sm_{declared_sm} takes",
+                                         seqs=seqs[:1]),
+                 "exits_passed": Number(value=len(exits_passed), label=f"early-exit guards sm_{declared_sm} passes",
+                                        seqs=seqs[:1]),
                  "unresolved": Number(value=len(unresolved), label="gates the scan could not resolve", seqs=seqs[:1])},
         tables=tables, evidence=seqs, labels=labels,
         data={"fallback_kernels": fallback_kernels, "architectures_passing": passing, "switches": switches,
-              "failing": [f"{r['file']}:{r['line']}" for r in shown], "ties": ties, "what_if": what_if_data},
+              "failing": [f"{r['file']}:{r['line']}" for r in shown],
+              "failing_exits": [f"{r['file']}:{r['line']}" for r in shown_exits],
+              "exits_passed": [f"{r['file']}:{r['line']}" for r in exits_passed],
+              "ties": ties, "what_if": what_if_data},
     )

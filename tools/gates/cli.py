@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=1, sort_keys=True))
         return 0
     print(f"{root}  sm_{args.sm}  ({len(rows)} gates, {result.files_interpreted}/{result.files_scanned} files interpreted)")
-    header = f"{'where':64} {'kind':6} {'helper':28} {'allowed SMs':22} {'passes':6} guarded path"
+    header = f"{'where':64} {'kind':6} {'guard':10} {'helper':28} {'allowed SMs':22} {'passes':6} guarded path"
     print(header)
     print("-" * len(header))
     for row in rows:
@@ -81,11 +81,15 @@ def run(args: argparse.Namespace) -> int:
         where = f"{row.file}:{row.line}"
         where = where if len(where) <= 64 else "..." + where[-61:]
         helper = row.helper or ("env: " + ",".join(row.env) if row.env else "")
+        allowed = "env decides" if row.decided_by == "env" else sm_range(row.allows, result.sm_versions)
+        guard = "early exit" if row.role == "exits" else "enables"
         print(
-            f"{where:64} {row.kind:6} {helper[:28]:28} {sm_range(row.sms, result.sm_versions)[:22]:22} "
+            f"{where:64} {row.kind:6} {guard:10} {helper[:28]:28} {allowed[:22]:22} "
             f"{passes:6} {row.guarded[:70]}"
         )
     print("\npasses: yes = the SM passes; if = passes when the listed conditions hold; no = ruled out; ? = unresolved")
+    print("guard: enables = the SMs whose test is true get the guarded path; early exit = the SMs whose test is true "
+          "return/raise there (shut out), the others go on to the guarded path")
     print(f"\nunresolved ({len(result.unresolved)}):")
     for item in result.unresolved:
         print(f"  {item.at}: {item.text} -- {item.reason}")

@@ -25,6 +25,7 @@ from typing import Any
 from tools import ast_ops
 
 from .index import ENV_PRIMITIVES, HELPER_MAX_LINES, is_property, looks_arch, mentions
+from .model import capability_of
 from .project import Project, resolve_from
 from .values import (
     Alts,
@@ -588,18 +589,24 @@ class Interpreter:
         elif frame.mode == "site":
             for fn in reversed(frame.chain):
                 if name in self.project.function_scope(fn).locals:
-                    return self.site_local(name, fn, frame)
+                    # Only in the innermost function does the use's position order it against the bindings.
+                    return self.site_local(name, fn, frame, node if fn is frame.chain[-1] else None)
         return self.global_value(frame.module, name, node)
 
-    def site_local(self, name: str, fn: ast.AST, frame: Frame) -> Any:
-        """A local of an enclosing function, flow-insensitively: the join of everything bound to it.
-        Chains of locals are followed a few steps only; each (function, name) is evaluated once."""
+    def site_local(self, name: str, fn: ast.AST, frame: Frame, use: ast.AST | None = None) -> Any:
+        """A local of an enclosing function: the join of everything bound to it that can reach
+        `use` (all bindings when `use` is None). Chains of locals are followed a few steps only;
+        each (function, name, reaching bindings) is evaluated once."""
+        bindings = self.project.function_scope(fn).locals[name]
+        reaching = _reaching(fn, bindings, use)
         key = (id(fn), name, frame.cls.node_id if frame.cls is not None else 0)
+        if len(reaching) != len(bindings):
+            key = key + tuple(id(b) for b in reaching)
+        bindings = reaching
         memo = self._memo(("s",) + key)
         if memo is not None:
             self.fx.merge(memo[1])
             return memo[0]
-        bindings = self.project.function_scope(fn).locals[name]
         if name == "self" and frame.self_value is not None and fn is frame.chain[0]:
             return frame.self_value
         if name == "cls" and frame.cls is not None and fn is frame.chain[0]:
@@ -1208,9 +1215,9 @@ class Interpreter:
         last = path.rsplit(".", 1)[-1]
         if last in ("get_device_capability", "nvmlDeviceGetCudaComputeCapability"):
             self.fx.touched_arch = True
-            return Cap((self.sm // 10, self.sm % 10))
+            return Cap(capability_of(self.sm))
         if last == "get_device_properties":
-            return Props(self.sm // 10, self.sm % 10)
+            return Props(*capability_of(self.sm))
         if path in _ASSUMED_TRUE:
             self.fx.notes.add(f"assumed {path}() is True")
             return True
@@ -1486,6 +1493,38 @@ class Interpreter:
 
 
 _MISSING = object()
+
+
+def _loop_spans(fn: ast.AST) -> list:
+    """(first, last) lines of the loops in `fn`'s own body (not in nested definitions), cached on the node."""
+    spans = getattr(fn, "_gates_loop_spans", None)
+    if spans is None:
+        spans = []
+        stack = list(ast.iter_child_nodes(fn))
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                continue
+            if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+                spans.append((node.lineno, node.end_lineno or node.lineno))
+            stack.extend(ast.iter_child_nodes(node))
+        fn._gates_loop_spans = spans
+    return spans
+
+
+def _reaching(fn: ast.AST, bindings: list, use: ast.AST | None) -> list:
+    """The bindings of a local that can reach `use`: not those that start after it, unless one loop
+    holds both (a later rebinding, `major, minor = 10, 0` after `if (major, minor) == (10, 7)`,
+    must not join the value the test reads). With no use position, or none reaching, all of them."""
+    line = getattr(use, "lineno", None)
+    if line is None:
+        return bindings
+    later = [b for b in bindings if getattr(b, "lineno", 0) > line]
+    if not later:
+        return bindings
+    spans = [(first, last) for first, last in _loop_spans(fn) if first <= line <= last]
+    kept = [b for b in bindings if getattr(b, "lineno", 0) <= line or any(b.lineno <= last for _, last in spans)]
+    return kept or bindings
 
 
 def _literal(node: ast.AST) -> bool:

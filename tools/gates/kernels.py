@@ -39,7 +39,9 @@ class TieGate:
     ok: bool | None  # whether the needed side can be taken on the SM
     sms: list  # SMs on which the needed side can be taken
     scanned: bool  # a gate of the scan (False: evaluated here)
-    env: list  # [{"name", "default", "defined_at", "opens": [values that let the needed side be taken]}]
+    # [{"name", "default", "defined_at", "opens": [values that let the needed side be taken],
+    #   "closes": [values that rule it out], "decides": whether the variable's value can open or close the path here}]
+    env: list
     other: dict  # the other side: {"kind", "names", "text"}
 
 
@@ -438,12 +440,19 @@ def _tie_gate(state: ScanState, sm: int, module: str, site: Site, test: ast.AST,
     ok = None if v == "unknown" else v in needed
     env = []
     for name, read in sorted(env_reads.items()):
-        opens = []
+        opens, closes = [], []
         for value in sorted(_env_candidates(state, name, read.default, test)):
             ev, _ = state.evaluate(test, site, sm, {name: value})
-            if verdict(ev) in needed:
+            x = verdict(ev)
+            if x in needed:
                 opens.append(value)
-        env.append({"name": name, "default": read.default, "defined_at": read.defined_at, "opens": opens})
+            elif x != "unknown":
+                closes.append(value)
+        # A variable every value of which leaves the needed side open (a prefill switch on the
+        # decode path's fall-through side) does not choose this kernel: not a lever of it.
+        decides = bool(closes) or (ok is False and bool(opens))
+        env.append({"name": name, "default": read.default, "defined_at": read.defined_at, "opens": opens,
+                    "closes": closes, "decides": decides})
     if other is None:
         other_path = {"kind": "unknown", "names": [], "text": ""}
     else:
@@ -492,13 +501,16 @@ def _alternatives(paths: list, sm: int, universe: tuple) -> tuple[list, list]:
 
 
 def _levers(state: ScanState, paths: list) -> list:
-    """Environment variables and server flags that choose between the paths."""
+    """Environment variables and server flags that choose between the paths: a variable is a lever
+    only where some value of it opens or closes the side of a gate the path needs."""
     envs: dict = {}
     flags: dict = {}
     fields = _args_fields(state)
     for path in paths:
         for gate in path.gates:
             for use in gate.env:
+                if not use.get("decides", True):
+                    continue
                 entry = envs.setdefault(
                     use["name"], {"env": use["name"], "default": use["default"], "defined_at": use["defined_at"], "opens": set(), "at": set()}
                 )

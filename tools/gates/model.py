@@ -5,8 +5,25 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-# NVIDIA compute capabilities (major*10 + minor) the scan evaluates every gate on.
-SM_VERSIONS = (50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121)
+# NVIDIA compute capabilities (major*10 + minor: (10, 7) is 107, (8, 7) is 87) the scan evaluates
+# every gate on: CUDA's documented set, sm_107 included (sglang 0.5.23 tests `(major, minor) ==
+# (10, 7)` and `get_device_sm() == 107`), and the older parts an engine may still gate on.
+SM_VERSIONS = (50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 107, 110, 120, 121)
+
+# What the side of a gate taken when its test is true does: "enables" a path (the SMs on which the
+# test is true get it), or "exits" (an early return/raise/continue/break: the SMs that take it are
+# shut out, the others pass through to what follows).
+ENABLES, EXITS = "enables", "exits"
+
+
+def sm_of(major: int, minor: int) -> int:
+    """The SM number of a compute capability: major*10 + minor ((10, 7) -> 107, (12, 0) -> 120)."""
+    return int(major) * 10 + int(minor)
+
+
+def capability_of(sm: int) -> tuple[int, int]:
+    """The (major, minor) of an SM number, the inverse of `sm_of` (minor is one digit)."""
+    return divmod(int(sm), 10)
 
 
 @dataclass
@@ -58,6 +75,7 @@ class Gate:
     when_false: BranchPath
     under: list  # enclosing gates: [{"gate": id, "branch": bool}]
     notes: list  # assumptions applied while evaluating
+    role: str = ENABLES  # ENABLES | EXITS: what the true side does (see ENABLES above)
 
     @property
     def sms(self) -> list:
@@ -120,7 +138,13 @@ class Unresolved:
 
 @dataclass
 class GateRow:
-    """A gate evaluated for one SM."""
+    """A gate evaluated for one SM.
+
+    `passes` says whether the SM gets through to `guarded` (the enabled path, or for an early-exit
+    guard what follows the exit); `alternative` is what it gets otherwise. `sms` are the SMs on
+    which the test can be true, `allows` those that can pass (the same for "enables", the
+    complement for "exits"). `decided_by` is "env" when the SM does not change the answer (an
+    environment switch does), else "sm"."""
 
     id: str
     file: str
@@ -135,6 +159,9 @@ class GateRow:
     alternative: str
     conditions: list
     env: list
+    role: str  # ENABLES | EXITS
+    allows: list
+    decided_by: str  # "sm" | "env"
 
 
 @dataclass

@@ -32,6 +32,8 @@ from .index import (
 )
 from .interp import Effects, Interpreter, text
 from .model import (
+    ENABLES,
+    EXITS,
     SM_VERSIONS,
     BranchPath,
     Constant,
@@ -191,6 +193,36 @@ def branch_path(stmts: list, module_file, imports_map: dict, top_names: frozense
     else:
         summary = "; ".join(text(s) for s in stmts[:2])
     return BranchPath(kind, names, summary)
+
+
+# Statements an early exit may do before it leaves: log, warn, print (an expression statement
+# calling these), `pass`, or a docstring-like constant.
+EXIT_PREAMBLE_CALLS = ("logger.", "logging.", "log.", "warnings.warn", "print", "_logger.", "LOGGER.")
+
+
+def is_early_exit(stmts: list) -> bool:
+    """Whether a branch does nothing but leave: it ends in `raise`, `continue`, `break`, a bare
+    `return`, `return None` or `return False`, after at most logging/warning statements. Such a
+    branch guards the rest of the function: the SMs that take it are shut out of what follows."""
+    if not stmts:
+        return False
+    *preamble, last = stmts
+    for stmt in preamble:
+        if isinstance(stmt, ast.Pass):
+            continue
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            continue
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            name = _callee_name(stmt.value.func) or ""
+            if name.startswith(EXIT_PREAMBLE_CALLS) or name in ("print", "warn"):
+                continue
+        return False
+    if isinstance(last, (ast.Raise, ast.Continue, ast.Break)):
+        return True
+    if isinstance(last, ast.Return):
+        value = last.value
+        return value is None or (isinstance(value, ast.Constant) and (value.value is None or value.value is False))
+    return False
 
 
 def _walk_no_defs(node: ast.AST):
@@ -451,6 +483,7 @@ class _Walker:
             when_false=when_false,
             under=[],
             notes=sorted(effects.notes),
+            role=EXITS if statement == "if" and is_early_exit(node.body) else ENABLES,
         )
         gate._helper_keys = _min_depth_helpers(effects)  # resolved into HelperUse after the walk
         gate._all_helper_keys = dict(effects.helpers)

@@ -107,3 +107,63 @@ def fp4_switch(x):
     if env.FAKE_USE_FP4.get() and supports_fast_fp4():
         return fp4_quant(x)
     return x
+
+
+# Early exits: the side a true test takes leaves the function, so the SMs that take it are shut
+# out and the others go on to the code below (sglang's `if capability[0] != 12: return None`).
+import logging
+
+logger = logging.getLogger(__name__)
+
+
+def consumer_gemv(x):
+    capability = torch.cuda.get_device_capability()
+    if capability[0] != 12:
+        return None
+    return consumer_gemv_kernel(x)
+
+
+def dc_only(x):
+    if not arch_is_blackwell_dc():
+        raise RuntimeError("dc_only needs a data-centre Blackwell GPU")
+    return dc_kernel(x)
+
+
+def per_layer(layers):
+    for layer in layers:
+        if device_sm() < 90:
+            continue
+        layer.use_wgmma()
+
+
+def not_on_hopper(x):
+    if _hop():
+        logger.warning("not_on_hopper: skipped on Hopper")
+        return
+    return generic_kernel(x)
+
+
+def hopper_name():
+    # returning a chosen value is a selection, not an exit
+    if _hop():
+        return "hopper"
+    return "generic"
+
+
+def jit_target():
+    # the rebinding inside the branch comes after the test and must not reach it
+    major, minor = torch.cuda.get_device_capability()
+    suffix = "a"
+    if (major, minor) == (10, 7):
+        major, minor, suffix = 10, 0, "f"
+    return major, minor, suffix
+
+
+def retry_sm(x):
+    # inside a loop a later binding does reach the test on the next iteration
+    sm = 0
+    for _ in range(2):
+        if sm == 90:
+            return hopper_gemm(x, x)
+        sm = device_sm()
+    return x
