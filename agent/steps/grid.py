@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from agent.config import Target
@@ -83,6 +84,146 @@ def splitk_estimate(report: dict[str, Any], arch: str) -> dict[str, Any] | None:
                                        "(structural estimate)")}
 
 
+def _axis_name(report: dict[str, Any], axis: int) -> str:
+    axes = report.get("grid_axes") or []
+    expr = axes[axis].get("expr") if axis < len(axes) else None
+    return f"axis {axis} ({expr})" if expr else f"axis {axis}"
+
+
+def _bytes(value: int | None) -> str:
+    if value is None:
+        return "?"
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if value >= size:
+            return f"{value / size:.3g} {unit}"
+    return f"{value} B"
+
+
+def rewrite_estimate(diagnosis: dict[str, Any]) -> dict[str, Any]:
+    """What the split-K rewrite (tools/kernels/sparse_mla_decode.py) removes of the diagnosed causes,
+    and the speedup that follows from them, with its basis.
+
+    The rewrite gathers each KV tile once for a block of heads (a redundancy of about 1, tested in
+    tests/test_kernel_diagnosis.py) and forms both inner products with ``tl.dot``. On a kernel that
+    Nsight Compute finds L1/latency-bound, its time follows the bytes its programs pull through
+    L1/TEX, so loading every byte once divides the time by up to loaded/unique; the math moving to
+    tensor cores is counted only where ncu finds the kernel compute-bound. Without ncu data the same
+    ratio is given as resting on an unmeasured bound.
+    """
+    ncu = diagnosis.get("ncu") or {}
+    bound = ncu.get("bound", "not measured")
+    factor = diagnosis.get("redundancy_factor")
+    removes = []
+    if factor is not None and factor > 1.05:
+        removes.append({"cause": "redundant loads", "now": factor, "after": 1.0,
+                        "what": f"loads replicated across {', '.join(diagnosis.get('independent_axes_names') or []) or 'grid axes'} "
+                                "they do not depend on; the rewrite loads each KV tile once per head block"})
+    if diagnosis.get("inner_product") in ("CUDA-core multiply-reduce", "mixed"):
+        removes.append({"cause": "CUDA-core multiply-reduce", "now": diagnosis["inner_product"], "after": "tensor-core dot",
+                        "what": f"lines {', '.join(str(x) for x in diagnosis.get('multiply_reduce_lines') or [])}: "
+                                "elementwise products summed by tl.sum; the rewrite uses tl.dot"})
+    speedup, basis = None, ""
+    if factor is not None:
+        speedup = factor
+        if bound == "L1/latency-bound":
+            basis = (f"ncu: {ncu.get('basis')}; the kernel's time follows the bytes its programs load through L1/TEX, "
+                     f"and loading each once ({_bytes(diagnosis.get('unique_bytes'))} instead of {_bytes(diagnosis.get('loaded_bytes'))}) "
+                     f"divides them by {factor:.3g}: an upper estimate (another limit, e.g. latency of the remaining loads, binds sooner)")
+        elif bound == "memory-bound":
+            basis = (f"ncu: {ncu.get('basis')}; DRAM traffic already near peak follows the unique bytes, not the replicated "
+                     "ones, so the redundancy gives little here: the ratio is not a time estimate")
+            speedup = None
+        elif bound == "compute-bound":
+            basis = f"ncu: {ncu.get('basis')}; the math binds: the tensor-core dots, not the bytes, decide the gain (not estimated)"
+            speedup = None
+        else:
+            basis = (f"bytes loaded / unique bytes = {factor:.3g} (structural, from the source); what bounds the kernel is "
+                     f"{bound} ({ncu.get('why') or ncu.get('error') or ncu.get('basis') or 'no Nsight Compute data'}), so this "
+                     "rests on the kernel being bound by the bytes it loads")
+        if diagnosis.get("inner_product") in ("CUDA-core multiply-reduce", "mixed") and bound != "compute-bound":
+            sm = (ncu.get("throughput_pct") or {}).get("sm")
+            basis += ("; the move to tensor cores is not counted" +
+                      (f": SM throughput {sm:g}% of peak, the math does not bind" if sm is not None else ": its gain is not measured"))
+    return {"removes": [r["cause"] for r in removes], "causes": removes, "speedup": speedup,
+            "speedup_kind": "upper estimate" if speedup is not None else None, "basis": basis, "bound": bound}
+
+
+def diagnosis_summary(point: dict[str, Any], report: dict[str, Any], source_root: str | None) -> dict[str, Any] | None:
+    """The grid tool's diagnosis at one evaluation point, with the padding programs of that point and
+    the rewrite estimate: None for a journal recorded before the tool reported a diagnosis."""
+    diagnosis = report.get("diagnosis")
+    if diagnosis is None:
+        return None
+    if not diagnosis.get("ok"):
+        return {"ok": False, "error": diagnosis.get("error"), "ncu": diagnosis.get("ncu")}
+    programs = diagnosis.get("programs")
+    padding = (point["kernel_heads"] - point["heads_per_rank"]) * point["batch"]  # as the grid table counts them: a program a head
+    ncu = diagnosis.get("ncu") or {}
+    throughput = ncu.get("throughput_pct") or {}
+    out = {
+        "ok": True, "point": point["label"], "config": diagnosis.get("config"), "programs": programs,
+        "file": _display_path(report.get("file", ""), source_root),
+        "redundancy_factor": diagnosis.get("redundancy_factor"), "loaded_bytes": diagnosis.get("loaded_bytes"),
+        "unique_bytes": diagnosis.get("unique_bytes"), "gather_redundancy_factor": diagnosis.get("gather_redundancy_factor"),
+        "gathered_bytes": diagnosis.get("gathered_bytes"), "unique_gathered_bytes": diagnosis.get("unique_gathered_bytes"),
+        "gather_lines": diagnosis.get("gather_lines") or [],
+        "independent_axes_names": [_axis_name(report, a) for a in diagnosis.get("independent_axes_of_gathers") or []],
+        "inner_product": diagnosis.get("inner_product"), "dot_lines": diagnosis.get("dot_lines") or [],
+        "multiply_reduce_lines": diagnosis.get("multiply_reduce_lines") or [],
+        "cuda_core_macs": diagnosis.get("cuda_core_macs"), "tensor_core_macs": diagnosis.get("tensor_core_macs"),
+        "padding_programs": padding, "padding_share": padding / programs if programs else None,
+        "assumptions": diagnosis.get("assumptions") or [],
+        "ncu": ncu,
+        "dram_pct": throughput.get("dram"), "l1tex_pct": throughput.get("l1tex"), "l2_pct": throughput.get("l2"),
+        "sm_pct": throughput.get("sm"), "achieved_occupancy": ncu.get("achieved_occupancy"),
+        "bound": ncu.get("bound", "not measured"),
+    }
+    if ncu.get("measured"):
+        # an export of another launch shape still says what bounds the kernel, but not at this point's grid
+        ncu_programs = math.prod(ncu["grid"]) if ncu.get("grid") else None
+        out["ncu_same_grid"] = ncu_programs == programs
+    out["rewrite_estimate"] = rewrite_estimate(out)
+    return out
+
+
+def diagnosis_table(kernel: str, d: dict[str, Any]) -> Table:
+    """Cause, evidence, figure and source line of each diagnosed cause."""
+    where = d["file"]
+    rows = []
+    if d.get("ok"):
+        lines = ", ".join(str(x) for x in d["gather_lines"]) or "-"
+        axes = ", ".join(d["independent_axes_names"]) or "none"
+        rows.append(["redundant gathers", f"the gathered rows' addresses do not depend on grid {axes}: every program along it loads the same rows",
+                     f"{d['gather_redundancy_factor']:.3g}x ({_bytes(d['gathered_bytes'])} loaded for {_bytes(d['unique_gathered_bytes'])} unique)"
+                     if d["gather_redundancy_factor"] is not None else "?", f"{where}:{lines}"])
+        rows.append(["all loads", "bytes all programs load against the unique bytes the call needs",
+                     f"{d['redundancy_factor']:.3g}x ({_bytes(d['loaded_bytes'])} for {_bytes(d['unique_bytes'])})"
+                     if d["redundancy_factor"] is not None else "?", where])
+        math_lines = d["multiply_reduce_lines"] if d["inner_product"] != "tensor-core dot" else d["dot_lines"]
+        macs = d["cuda_core_macs"] if d["inner_product"] != "tensor-core dot" else d["tensor_core_macs"]
+        rows.append(["inner products", d["inner_product"], f"{macs:.3g} multiply-adds" if macs else "-",
+                     f"{where}:{', '.join(str(x) for x in math_lines) or '-'}"])
+        if d["padding_programs"]:
+            rows.append(["padding programs", "programs whose heads are TP padding (their output is discarded)",
+                         f"{d['padding_programs']} of {d['programs']} ({d['padding_share']:.0%})", where])
+    else:
+        rows.append(["diagnosis", f"failed: {d.get('error')}", "-", where if "file" in d else "-"])
+    ncu = d.get("ncu") or {}
+    if ncu.get("measured"):
+        grid = "x".join(str(x) for x in ncu.get("grid") or []) or "?"
+        shape = "" if d.get("ncu_same_grid") else f" (measured on grid {grid}, not this point's {d.get('programs')} programs)"
+        rows.append(["Nsight Compute", ncu.get("basis", "") + shape, f"{ncu['bound']}; achieved occupancy {ncu.get('achieved_occupancy')}%",
+                     ncu.get("source", "")])
+    else:
+        rows.append(["Nsight Compute", ncu.get("why") or ncu.get("error") or "no data", "not measured", "-"])
+    estimate = d.get("rewrite_estimate") or {}
+    return Table(title=f"Diagnosis of {kernel} ({d.get('point', '?')})", columns=["cause", "evidence", "figure", "source"], rows=rows,
+                 note=("rewrite removes: " + (", ".join(estimate.get("removes") or []) or "nothing diagnosed") +
+                       (f"; speedup {estimate['speedup']:.3g}x ({estimate['speedup_kind']}): {estimate['basis']}" if estimate.get("speedup") else
+                        (f"; {estimate['basis']}" if estimate.get("basis") else "")) +
+                       ". Assumptions: " + "; ".join(d.get("assumptions") or [])))
+
+
 def _display_path(path: str, source_root: str | None) -> str:
     if source_root and path.startswith(source_root.rstrip("/") + "/"):
         return "sglang/" + path[len(source_root.rstrip("/")) + 1:]
@@ -103,15 +244,19 @@ def read_grid(state: InvestigationState, session: Session) -> Finding:
     kernel = profile.data["dominant"]["name"]
     source_root = survey.data["software"].get("sglang_dir")
     reports, seqs, failures = [], [], []
+    seq_of: dict[int, int] = {}
     for point in evaluation_points(target, box, profile.data):
         args = {"kernel": kernel, "source": source_root, "shapes": point["shapes"], "sms": point["sms"],
                 "arch": point["arch"]}
         if point.get("config"):
             args["config"] = point["config"]
+        if point["where"] == "box" and profile.data.get("ncu_csv"):
+            args["ncu_csv"] = profile.data["ncu_csv"]  # an Nsight Compute export the profile step made on the box
         result = session.call("kernel.grid", args)
-        seqs.append(result["call_seq"])
+        seqs.append(result["seq"])
         if result["ok"]:
             reports.append((point, result["data"]))
+            seq_of[id(result["data"])] = result["seq"]
         else:
             failures.append(f"{point['label']}: {result['error']}")
     if not reports:
@@ -160,13 +305,38 @@ def read_grid(state: InvestigationState, session: Session) -> Finding:
         reason = "not offered: no serial reduction loop outside the grid"
     box_point = next((r for p, r in reports if p["where"] == "box"), None)
     estimate = splitk_estimate(box_point or deployment_concurrency, (next((p for p, r in reports if p["where"] == "box"), first_point))["arch"])
+    focus_point, focus_report = next(((p, r) for p, r in reports if p["where"] == "box"), None) or next(
+        ((p, r) for p, r in reports if r is deployment_concurrency), reports[0])
+    diagnosis = diagnosis_summary(focus_point, focus_report, source_root)
     headline = (f"{kernel} ({where}) launches grid {first.get('grid_expr')}: {first.get('programs')} programs at "
                 f"{first_point['label']} on {declared_sm_count} SMs ({(first.get('programs') or 0) / declared_sm_count:.2f} per SM)"
                 + (f"; each loops over {loop['stop_expr']} serially" if loop else ""))
+    numbers, tables, extra = {}, [], {}
+    if diagnosis is not None:
+        tables.append(diagnosis_table(kernel, diagnosis))
+        extra["diagnosis"] = diagnosis
+        seq = [seq_of[id(focus_report)]]
+        if diagnosis.get("ok"):
+            headline += (f"; its programs load {diagnosis['redundancy_factor']:.3g}x the unique bytes ({diagnosis['inner_product']})"
+                         if diagnosis["redundancy_factor"] is not None else f"; inner products: {diagnosis['inner_product']}")
+            numbers.update({
+                "redundancy_factor": Number(value=diagnosis["redundancy_factor"], unit="x", label=f"bytes loaded / unique bytes, {focus_point['label']}", seqs=seq),
+                "loaded_bytes": Number(value=diagnosis["loaded_bytes"], unit="B", label=f"bytes all programs load, {focus_point['label']}", seqs=seq),
+                "unique_bytes": Number(value=diagnosis["unique_bytes"], unit="B", label=f"unique bytes the call needs, {focus_point['label']}", seqs=seq),
+                "inner_product": Number(value=diagnosis["inner_product"], label="how the inner products are formed", seqs=seq),
+            })
+        if (diagnosis.get("ncu") or {}).get("measured"):
+            headline += f"; Nsight Compute: {diagnosis['ncu']['bound']}"
+            numbers.update({
+                "dram_pct": Number(value=diagnosis["dram_pct"], unit="% of peak", label="DRAM throughput (Nsight Compute)", seqs=seq),
+                "l1tex_pct": Number(value=diagnosis["l1tex_pct"], unit="% of peak", label="L1/TEX throughput (Nsight Compute)", seqs=seq),
+                "achieved_occupancy": Number(value=diagnosis["achieved_occupancy"], unit="%", label="achieved occupancy (Nsight Compute)", seqs=seq),
+                "bound": Number(value=diagnosis["bound"], label="what bounds the kernel (Nsight Compute)", seqs=seq),
+            })
     return Finding(
         index=next_index(state), step="grid", headline=headline,
         verdict="splitk-candidate" if candidates else "no-splitk",
-        numbers={
+        numbers={**numbers,
             "programs_b1": Number(value=first.get("programs"), unit="programs", label=f"{first_point['label']}", seqs=seqs[:1]),
             "coverage_declared": Number(value=(first.get("programs") or 0) / declared_sm_count, unit="programs/SM",
                                         label=f"programs per SM on the declared {declared_sm_count} SMs", seqs=seqs[:1]),
@@ -179,10 +349,11 @@ def read_grid(state: InvestigationState, session: Session) -> Finding:
                        "waves, registers and occupancy for each row's architecture (its first or chosen config)"),
             Table(title="Loops each program runs", columns=["shapes", "loop", "line", "trip count per config",
                                                            "accumulators", "reduction", "covered by grid"], rows=loop_rows),
+            *tables,
         ],
         evidence=seqs,
         labels=(["failed"] if failures else []),
         data={"kernel": kernel, "where": where, "reports": [{"point": p, "report": r} for p, r in reports],
               "splitk_candidate": bool(candidates), "splitk_reason": reason, "splitk_estimate": estimate,
-              "failures": failures},
+              "failures": failures, **extra},
     )

@@ -94,6 +94,7 @@ class GridReport:
     overrides: list[str]
     other_definitions: list[dict] = field(default_factory=list)
     padding: dict | None = None
+    diagnosis: dict | None = None  # diagnosis.diagnose: bytes loaded/unique, inner products; ncu where given
 
     def config(self, label: str) -> ConfigReport:
         return next(c for c in self.configs if c.label == label)
@@ -132,6 +133,7 @@ class GridReport:
             "overrides": self.overrides,
             "other_definitions": self.other_definitions,
             "padding": self.padding,
+            "diagnosis": self.diagnosis,
         }
 
 
@@ -305,6 +307,7 @@ def analyze(
     head_symbol: str | None = None,
     aligned_unknown_ints: bool = True,
     compile_all_configs: bool = True,
+    ncu_csv: Path | None = None,
 ) -> GridReport:
     """Analyze kernel ``kernel`` found under ``source`` (a file or a directory tree).
 
@@ -318,6 +321,9 @@ def analyze(
     ``aligned_unknown_ints``: compile int arguments the source does not determine as multiples of
     16 (listed in each config's resource assumptions) rather than unspecialized.
     ``compile_all_configs=False`` compiles only the chosen config (when one is given and matches).
+    ``diagnosis`` holds the bytes the programs load against the unique bytes, and the inner products
+    (``diagnosis.diagnose``); with ``ncu_csv`` (an ``ncu --csv`` export) also Nsight Compute's
+    throughputs and verdict under ``diagnosis["ncu"]`` (``ncu.summarize``).
     Raises KernelNotFound when no definition exists under ``source``.
     """
     source = Path(source)
@@ -488,7 +494,22 @@ def analyze(
     if real_heads is not None:
         padded = _padded_heads(report, head_symbol, shapes)
         report.padding = padded_programs(report, real_heads, padded, head_symbol=head_symbol)
+    report.diagnosis = _diagnosis(kdef, kmodule, config_args, grids, loops, chosen, report.padding, ncu_csv, kernel,
+                                  {name: dtype for name, (dtype, _) in dtypes.items()})
     return report
+
+
+def _diagnosis(kdef, kmodule, config_args, grids, loops, chosen, padding, ncu_csv, kernel, dtypes) -> dict:
+    """The diagnosis, or its failure as data: a grid report stays useful when the diagnosis is not."""
+    from .diagnosis import diagnose
+    from .ncu import summarize
+
+    try:
+        result = diagnose(kdef, kmodule, config_args, grids, loops, (chosen or {}).get("label"), padding, dtypes)
+    except Exception as exc:  # reported, not raised: the grid and loops above are still measured facts
+        result = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    result["ncu"] = summarize(ncu_csv, kernel=kernel)
+    return result
 
 
 def _agreed(values: list) -> Any:

@@ -28,6 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--python", default=None, help="interpreter whose Triton compiles the kernel (default: this one)")
     parser.add_argument("--real-heads", type=int, default=None, help="heads per rank before padding: report programs that compute padding")
     parser.add_argument("--head-symbol", default=None, help="the grid symbol that counts heads (default: found by name)")
+    parser.add_argument("--ncu-csv", default=None, type=Path,
+                        help="an `ncu --csv` export of the kernel: its throughputs, occupancy, stalls and verdict join the diagnosis")
     parser.add_argument("--unaligned-unknown-ints", action="store_true",
                         help="compile int arguments of unknown value without Triton's divisible-by-16 specialization")
 
@@ -87,6 +89,7 @@ def analyze_from_args(args: argparse.Namespace) -> GridReport:
             head_symbol=args.head_symbol,
             aligned_unknown_ints=not args.unaligned_unknown_ints,
             compile_all_configs=not args.only_chosen,
+            ncu_csv=getattr(args, "ncu_csv", None),
         )
     except (KernelNotFound, FileNotFoundError) as exc:
         raise BadInput(str(exc)) from None
@@ -170,6 +173,16 @@ def render(report: GridReport) -> str:
         for arch, usage in config.resources.items():
             if usage and not usage.get("ok"):
                 lines.append(f"compile {config.label} {arch}: {usage.get('error')}")
+    diagnosis = report.diagnosis or {}
+    if diagnosis.get("ok"):
+        lines.append(f"diagnosis ({diagnosis['config']}): loaded {_fmt(diagnosis['loaded_bytes'])} B, unique {_fmt(diagnosis['unique_bytes'])} B, "
+                     f"redundancy {_fmt(diagnosis['redundancy_factor'])}x (gathers {_fmt(diagnosis['gather_redundancy_factor'])}x); "
+                     f"inner products: {diagnosis['inner_product']}")
+    elif diagnosis:
+        lines.append(f"diagnosis failed: {diagnosis.get('error')}")
+    ncu = diagnosis.get("ncu") or {}
+    if ncu:
+        lines.append(f"Nsight Compute: {ncu.get('bound')}" + (f" ({ncu['basis']})" if ncu.get("basis") else f" ({ncu.get('why') or ncu.get('error')})"))
     if report.assumptions:
         lines.append("assumptions:")
         lines += [f"  - {a}" for a in report.assumptions]
