@@ -129,7 +129,7 @@ def cmd_validate(args) -> int:
 
 
 TOOL_COMMANDS = {
-    "trace": ("tools.trace.cli", "kernel table of PyTorch-profiler traces"),
+    "trace": ("tools.trace.cli", "kernel table of PyTorch-profiler traces (--by-op: kernel time by launching frame)"),
     "grid": ("tools.kernel_source.cli", "a kernel's launch grid, loops and resources from its source"),
     "gates": ("tools.gates.cli", "capability gates of an engine source tree for an SM version"),
 }

@@ -6,6 +6,9 @@ Public API (plain functions and records):
     dominant(summary, min_share) -> KernelRow | None
     TraceSummary, RankSummary, KernelRow, CudaGraphInfo, TraceFile (to_dict()/from_dict())
     DEFAULT_RULES (the category table), TraceFormatError
+    attribute(paths, dominant=None, *, use_annotations=True) -> Attribution
+        (kernel time by launching frame; the dominant kernel's operation: tools/trace/ops.py)
+    operation_of(paths, kernel, *, use_annotations=True) -> DominantOp.to_dict()
     hta_kernel_totals(path, *, include_last_profiler_step=False, rounding=True) -> {name: us}
         (what HTA's kernel breakdown reports, recomputed from our events: explains the gap)
 """
@@ -15,10 +18,18 @@ from __future__ import annotations
 from .categories import DEFAULT_RULES
 from .events import TraceFormatError
 from .hta_compat import hta_kernel_totals
-from .records import CudaGraphInfo, KernelRow, RankSummary, TraceFile, TraceSummary
+from .ops import Attribution, DominantOp, OpKernel, OpRow, attribute, operation_of
+from .records import CudaGraphInfo, KernelRow, RankSummary, StepWindow, TraceFile, TraceSummary
 from .summary import CPU_HOST, GPU, summarize
 
 __all__ = [
+    "Attribution",
+    "DominantOp",
+    "OpKernel",
+    "OpRow",
+    "StepWindow",
+    "attribute",
+    "operation_of",
     "CPU_HOST",
     "DEFAULT_RULES",
     "GPU",

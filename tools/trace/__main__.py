@@ -1,4 +1,5 @@
-"""Box-side: ``python -m tools.trace FILE... [--by-rank] [--categories FILE]`` prints one JSON object.
+"""Box-side: ``python -m tools.trace FILE... [--by-rank] [--by-op] [--categories FILE]`` prints one JSON object
+(``--by-op``: tools.trace.ops.attribute's, kernel time by launching frame, instead of the summary).
 
 Exit 0 with the summary on stdout; 2 on bad input (unreadable or malformed trace, conflicting
 ranks...) with a one-line message on stderr; 1 on any other failure.
@@ -20,9 +21,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("files", nargs="+", metavar="FILE")
     parser.add_argument("--by-rank", action="store_true", help="include each rank's summary")
     parser.add_argument("--categories", metavar="FILE", help="JSON list of [category, regex] pairs")
+    parser.add_argument("--by-op", action="store_true", help="kernel time by launching frame instead of the summary")
     args = parser.parse_args(argv)
     try:
-        summary = summarize(args.files, by_rank=args.by_rank, categories=load_category_rules(args.categories))
+        if args.by_op:
+            from .ops import attribute
+
+            summary = attribute(args.files)
+        else:
+            summary = summarize(args.files, by_rank=args.by_rank, categories=load_category_rules(args.categories))
     except (TraceFormatError, ValueError) as exc:
         print(f"tools.trace: {exc}".replace("\n", " "), file=sys.stderr)
         return 2

@@ -1,4 +1,9 @@
-"""Human-facing ``python -m agent trace FILE... [--json] [--by-rank] [--top N] [--categories FILE]``."""
+"""Human-facing ``python -m agent trace FILE... [--json] [--by-rank] [--by-op] [--top N] [--categories FILE]``.
+
+``--by-op`` prints kernel time by launching frame (tools.trace.ops) instead of the kernel table; it
+exits 0 whatever the attribution's status, which the text and the JSON (``status``, ``message``)
+state: a CUDA-graph replay trace gives ``needs-eager-profile``.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ import sys
 from pathlib import Path
 
 from .events import TraceFormatError
+from .ops import ATTRIBUTED, Attribution, attribute
 from .records import RankSummary, TraceSummary
 from .summary import CPU_HOST, summarize
 
@@ -18,6 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE", help="PyTorch-profiler traces (.json, .json.gz), one per rank or merged")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument("--by-rank", action="store_true", help="also one table per rank")
+    parser.add_argument("--by-op", action="store_true",
+                        help="kernel time by launching frame (record_function range or Python frame), all ranks together")
     parser.add_argument("--top", type=int, default=20, metavar="N", help="kernels shown per table (default 20)")
     parser.add_argument(
         "--categories",
@@ -96,8 +104,57 @@ def format_summary(summary: TraceSummary, top: int = 20) -> str:
     return "\n".join(lines)
 
 
+def _frame_text(frame: dict | None) -> str:
+    return "-" if not frame else f"{frame['function']} at {frame['file']}:{frame['line']}"
+
+
+def format_attribution(found: Attribution, top: int = 20) -> str:
+    """A readable report of an attribution: the dominant kernel's operation, then one row per operation."""
+    kind = "CPU-only trace: host ranges, interpreter/CPU times" if found.kind == CPU_HOST else "GPU kernels"
+    placed = (f"{found.kernels:,} outermost host ranges" if found.kind == CPU_HOST else
+              f"{found.kernels:,} kernel events, {found.linked:,} linked to their launch ({found.graph_linked:,} to CUDA-graph launches)")
+    lines = [f"{len(found.files)} trace file(s), {kind}: {placed}; Python stacks: "
+             f"{'yes' if found.with_stack else 'no'}; record_function ranges: {'yes' if found.annotations else 'no'}"]
+    op = found.dominant
+    if op is not None:
+        lines.append(f"dominant kernel: {op.kernel}  {_us(op.kernel_total_us)} us")
+        if op.status == ATTRIBUTED:
+            lines.append(f"  operation: {op.name} ({op.source}; frame {_frame_text(op.frame)}): {_us(op.total_us)} us, "
+                         f"{_pct(op.share)} of kernel time, {len(op.kernels)} kernels, {op.calls} calls; "
+                         f"{_pct(op.coverage)} of the kernel's time inside it")
+            lines.append(f"  rule: {op.rule}")
+        else:
+            lines.append(f"!! {op.status}: {op.message}")
+    elif found.status != ATTRIBUTED:
+        lines.append(f"!! {found.status}: {found.message}")
+    lines.append("")
+    lines.append(f"  {'#':>3}  {'share':>7}  {'GPU us' if found.kind != CPU_HOST else 'host us':>14}  {'calls':>6}  "
+                 f"{'kernels':>7}  {'source':<15}  operation (frame)")
+    for index, row in enumerate(found.rows[:top], start=1):
+        label = row.name if not row.frame else f"{row.name} ({_frame_text(row.frame)})"
+        label = label if len(label) <= NAME_WIDTH else label[: NAME_WIDTH - 3] + "..."
+        lines.append(f"  {index:>3}  {_pct(row.share):>7}  {_us(row.total_us):>14}  {row.calls:>6}  {len(row.kernels):>7}  "
+                     f"{row.source:<15}  {label}")
+    rest = found.rows[top:]
+    if rest:
+        lines.append(f"  ... {len(rest)} more operations, {_us(sum(r.total_us for r in rest))} us")
+    return "\n".join(lines)
+
+
 def run(args: argparse.Namespace) -> int:
-    """Print the kernel table (or JSON with --json); 2 on bad input, with a one-line message."""
+    """Print the kernel table (or JSON with --json; --by-op: kernel time by launching frame);
+    2 on bad input, with a one-line message."""
+    if getattr(args, "by_op", False):
+        try:
+            found = attribute(args.files)
+        except (TraceFormatError, ValueError) as exc:
+            print(f"trace: {exc}", file=sys.stderr)
+            return 2
+        if args.json:
+            print(json.dumps(found.to_dict(), indent=2, sort_keys=True))
+        else:
+            print(format_attribution(found, top=max(args.top, 0)))
+        return 0
     try:
         summary = summarize(args.files, by_rank=args.by_rank, categories=load_category_rules(args.categories))
     except (TraceFormatError, ValueError) as exc:

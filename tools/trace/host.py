@@ -15,6 +15,10 @@ import numpy as np
 
 HOST_RANGE_CATEGORIES = frozenset({"cpu_op", "user_annotation"})
 PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
+# A record_function range marking an operation (several kernels: a wrapper with its epilogue), as
+# the reference engine names the attention call ("op:sparse_decode"): not one unit of work, so the
+# kernels inside it stay the outermost ranges; tools.trace.ops attributes them to it.
+OPERATION_PREFIX = "op:"
 # Ranges the profiler itself opens (execution-trace observer, profiler spans).
 _PROFILER_INTERNAL = re.compile(r"^(\[pytorch\|profiler|PyTorch Profiler)")
 # Kineto timestamps have nanosecond decimals; a sibling starting where the previous range ended can
@@ -23,8 +27,8 @@ _ABUT_TOLERANCE_US = 5e-4
 
 
 def is_work_range(name: str) -> bool:
-    """False for ProfilerStep#N and profiler-internal ranges."""
-    return not (PROFILER_STEP.match(name) or _PROFILER_INTERNAL.match(name))
+    """False for ProfilerStep#N, profiler-internal ranges and operation ranges (``op:NAME``)."""
+    return not (PROFILER_STEP.match(name) or _PROFILER_INTERNAL.match(name) or name.startswith(OPERATION_PREFIX))
 
 
 def outermost(starts, durs) -> np.ndarray:

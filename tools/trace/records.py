@@ -82,6 +82,42 @@ def _float_or_none(value: Any) -> float | None:
 
 
 @dataclass(frozen=True)
+class StepWindow:
+    """One ``ProfilerStep#N`` seen from the device (summed over devices when merged).
+
+    window_us: the step's first kernel start to its last kernel end; busy_us: the union of its
+    kernels; kernel_time_us: their summed durations; idle_before_us: device idle between the
+    previous step's last kernel and this step's first (the profiler's own sync and ``prof.step()``
+    gap; None for the first step). On cpu-host traces the kernels are the outermost host ranges.
+    """
+
+    step: int
+    window_us: float
+    busy_us: float
+    kernel_time_us: float
+    idle_before_us: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "window_us": self.window_us,
+            "busy_us": self.busy_us,
+            "kernel_time_us": self.kernel_time_us,
+            "idle_before_us": self.idle_before_us,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StepWindow:
+        return cls(
+            step=int(data["step"]),
+            window_us=float(data["window_us"]),
+            busy_us=float(data["busy_us"]),
+            kernel_time_us=float(data["kernel_time_us"]),
+            idle_before_us=_float_or_none(data["idle_before_us"]),
+        )
+
+
+@dataclass(frozen=True)
 class RankSummary:
     """Kernel table and timeline of one rank, or of all ranks merged.
 
@@ -91,6 +127,11 @@ class RankSummary:
     (overlapping kernels both count; the shares divide by it). busy_us: length of the union of
     kernel intervals. idle_us = window_us - busy_us. steps: ProfilerStep#N ranges seen (the
     maximum over ranks when merged). devices: GPUs (or host processes) with kernels.
+
+    The profiler's own gaps, from the ``ProfilerStep#N`` ranges (the device-side ones on GPU
+    traces): in_step_window_us, the steps' windows summed; between_steps_idle_us, the device idle
+    between consecutive steps (kept out of a step's time T); outside_steps_us, kernel time in no
+    step; step_windows, per step. The three numbers are None when the trace has no step ranges.
     """
 
     window_us: float
@@ -103,9 +144,17 @@ class RankSummary:
     kernels: tuple[KernelRow, ...]
     categories: dict[str, float]
     cuda_graph: CudaGraphInfo
+    in_step_window_us: float | None = None
+    between_steps_idle_us: float | None = None
+    outside_steps_us: float | None = None
+    step_windows: tuple[StepWindow, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "in_step_window_us": self.in_step_window_us,
+            "between_steps_idle_us": self.between_steps_idle_us,
+            "outside_steps_us": self.outside_steps_us,
+            "step_windows": [w.to_dict() for w in self.step_windows],
             "window_us": self.window_us,
             "kernel_time_us": self.kernel_time_us,
             "busy_us": self.busy_us,
@@ -131,6 +180,11 @@ class RankSummary:
             kernels=tuple(KernelRow.from_dict(row) for row in data["kernels"]),
             categories={str(k): float(v) for k, v in data["categories"].items()},
             cuda_graph=CudaGraphInfo.from_dict(data["cuda_graph"]),
+            # Absent from summaries recorded before step windows were reported.
+            in_step_window_us=_float_or_none(data.get("in_step_window_us")),
+            between_steps_idle_us=_float_or_none(data.get("between_steps_idle_us")),
+            outside_steps_us=_float_or_none(data.get("outside_steps_us")),
+            step_windows=tuple(StepWindow.from_dict(w) for w in data.get("step_windows", ())),
         )
 
 

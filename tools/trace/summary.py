@@ -15,10 +15,13 @@ from .events import TraceFormatError, iter_record_batches
 from .host import HOST_RANGE_CATEGORIES, PROFILER_STEP, is_work_range, outermost
 from .kernels import NameDurations, category_totals, kernel_rows, merge_durations
 from .records import CudaGraphInfo, RankSummary, TraceFile, TraceSummary
+from .steps import StepTimes, merge_step_times, step_number, step_times
 from .timeline import timeline
 
 # Device activity: kernels, and memory copies/sets, which occupy the GPU's copy or compute engines.
 DEVICE_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+# record_function ranges as the device saw them (ProfilerStep#N among them).
+GPU_ANNOTATION = "gpu_user_annotation"
 
 GPU = "gpu"
 CPU_HOST = "cpu-host"
@@ -48,6 +51,9 @@ class RankEvents:
     # name -> id in host_name_list, or a negative marker for ProfilerStep#N / profiler-internal names
     host_names: dict = field(default_factory=dict)
     host_name_list: list = field(default_factory=list)
+    # pid -> [(N, ts, dur)] of ProfilerStep#N ranges: device-side (gpu_user_annotation) and host-side
+    gpu_steps: dict = field(default_factory=dict)
+    cpu_steps: dict = field(default_factory=dict)
 
     @property
     def device_events(self) -> int:
@@ -67,6 +73,9 @@ class RankEvents:
         self.graph_launches.extend(other.graph_launches)
         self.runtime_calls += other.runtime_calls
         self.steps += other.steps
+        for mine, theirs in ((self.gpu_steps, other.gpu_steps), (self.cpu_steps, other.cpu_steps)):
+            for pid, ranges in theirs.items():
+                mine.setdefault(pid, []).extend(ranges)
         for thread, (starts, durs, ids) in other.host_ranges.items():
             mine = self.host_ranges.setdefault(thread, (array("d"), array("d"), array("l")))
             mine[0].extend(starts)
@@ -144,6 +153,7 @@ def read_rank_events(path: str | Path) -> tuple[int, dict, dict[str | None, Rank
                 if name_id < 0:
                     if name_id == _STEP:
                         acc.steps += 1
+                        _add_step(acc.cpu_steps, pid, name, event, path, count)
                     continue
                 thread = (pid, event.tid)
                 ranges = acc.host_ranges.get(thread)
@@ -155,6 +165,9 @@ def read_rank_events(path: str | Path) -> tuple[int, dict, dict[str | None, Rank
                 except TypeError as exc:
                     raise TraceFormatError(f"{path}: host event {count} ({name!r}) lacks a numeric ts/dur") from exc
                 ranges[2].append(name_id)
+            elif cat == GPU_ANNOTATION:
+                if isinstance(event.name, str) and event.name.startswith("ProfilerStep#"):
+                    _add_step(acc.gpu_steps, pid, event.name, event, path, count)
             elif cat in RUNTIME_CATEGORIES:
                 acc.runtime_calls += 1
                 name = event.name
@@ -167,6 +180,15 @@ def read_rank_events(path: str | Path) -> tuple[int, dict, dict[str | None, Rank
     return count, metadata, by_label
 
 
+def _add_step(steps: dict, pid, name: str, event, path, count: int) -> None:
+    number = step_number(name)
+    if number is None:
+        return
+    if not isinstance(event.ts, (int, float)) or not isinstance(event.dur, (int, float)):
+        raise TraceFormatError(f"{path}: step range {count} ({name!r}) lacks a numeric ts/dur")
+    steps.setdefault(pid, []).append((number, float(event.ts), float(event.dur)))
+
+
 @dataclass
 class _Part:
     """A rank's numbers before they become a RankSummary (kept for merging)."""
@@ -177,15 +199,19 @@ class _Part:
     steps: int
     devices: int
     cuda_graph: CudaGraphInfo
+    step_times: StepTimes | None = None
 
 
 def _gpu_part(acc: RankEvents) -> _Part:
     window = busy = 0.0
-    for starts, durs in acc.device_intervals.values():
+    per_device = []
+    for pid, (starts, durs) in acc.device_intervals.items():
         line = timeline(starts, durs)
         window += line.window_us
         busy += line.busy_us
+        per_device.append(step_times(starts, durs, acc.gpu_steps.get(pid, [])))
     return _Part(
+        step_times=merge_step_times(per_device),
         durations=acc.device_durations,
         window_us=window,
         busy_us=busy,
@@ -211,11 +237,14 @@ def _host_part(acc: RankEvents) -> _Part:
             process[0].append(start)
             process[1].append(dur)
     window = busy = 0.0
-    for starts, durs in per_process.values():
+    per_pid = []
+    for pid, (starts, durs) in per_process.items():
         line = timeline(starts, durs)
         window += line.window_us
         busy += line.busy_us
+        per_pid.append(step_times(starts, durs, acc.cpu_steps.get(pid, [])))
     return _Part(
+        step_times=merge_step_times(per_pid),
         durations=durations,
         window_us=window,
         busy_us=busy,
@@ -228,7 +257,12 @@ def _host_part(acc: RankEvents) -> _Part:
 def _summary(part: _Part, categorize: Callable[[str], str], categories: list[str]) -> RankSummary:
     rows, kernel_time = kernel_rows(part.durations, categorize)
     idle = part.window_us - part.busy_us
+    steps = part.step_times
     return RankSummary(
+        in_step_window_us=None if steps is None else steps.in_step_window_us,
+        between_steps_idle_us=None if steps is None else steps.between_steps_idle_us,
+        outside_steps_us=None if steps is None else steps.outside_us,
+        step_windows=() if steps is None else steps.windows,
         window_us=part.window_us,
         kernel_time_us=kernel_time,
         busy_us=part.busy_us,
@@ -318,6 +352,7 @@ def summarize(
         steps=max(part.steps for part in parts.values()),
         devices=sum(part.devices for part in parts.values()),
         cuda_graph=merge_graph_info([part.cuda_graph for part in parts.values()]),
+        step_times=merge_step_times([part.step_times for part in parts.values()]),
     )
     merged = _summary(merged_part, categorize, names)
     if kind == CPU_HOST:
