@@ -87,7 +87,8 @@ class Deployment(_Strict):
 
 
 class ReferenceShapes(_Strict):
-    """How the embedded reference engine is run: how much of the model, how many repeats."""
+    """How the embedded reference engine is run on one kind of device: how much of the model, how
+    many steps a run."""
 
     layers: PositiveInt = 2
     batch: PositiveInt | None = Field(default=None, description="decode batch measured; default: the goal's concurrency")
@@ -103,6 +104,11 @@ class ReferenceShapes(_Strict):
 class Engine(_Strict):
     kind: Literal["reference", "sglang"] = "reference"
     env: dict[str, str] = Field(default_factory=dict, description="environment the deployment runs with")
+    options: dict[str, Any] = Field(
+        default_factory=lambda: {"cuda_graph": True},
+        description="engine options the deployment runs with (SGLang decodes with CUDA graphs by default); "
+                    "a box that cannot run one runs the baseline without it and says so",
+    )
     attention_env: str = Field(
         default="SGLANG_SM120_FLASHMLA_BACKEND",
         description="environment variable that picks the sparse-decode backend (read by the reference engine too)",
@@ -146,9 +152,28 @@ class Lever(_Strict):
 
 
 class Noise(_Strict):
-    repeats: Annotated[int, Field(ge=2)] = Field(default=3, description="baseline measurements; their spread is the noise")
-    k: Annotated[float, Field(gt=0)] = Field(default=2.0, description="a lever moves throughput beyond k x the spread")
-    floor: Annotated[float, Field(ge=0, lt=1)] = Field(default=0.02, description="... and beyond this relative change")
+    """How measured settings are compared (agent/stats.py): ``rounds`` interleaved rounds after
+    ``warmup_runs`` discarded runs; a lever moves when its ``confidence`` interval excludes no
+    change and its point effect passes ``min_effect``; its outputs must match the baseline's within
+    ``output_rtol``."""
+
+    rounds: Annotated[int, Field(ge=2)] = Field(
+        default=5, description="rounds on a GPU box (baseline and each lever once a round, interleaved)")
+    rounds_cpu: Annotated[int, Field(ge=2)] = Field(
+        default=9, description="rounds on a CPU box, whose interpreted runs vary more")
+    warmup_runs: Annotated[int, Field(ge=0)] = Field(default=1, description="baseline runs first, discarded (cold caches, compiles)")
+    confidence: Annotated[float, Field(gt=0.5, lt=1)] = Field(default=0.95, description="confidence of the ratio intervals")
+    min_effect: Annotated[float, Field(ge=0, lt=1)] = Field(
+        default=0.03, description="smallest relative throughput change that counts as a move (symmetric in log)")
+    output_rtol: Annotated[float, Field(gt=0, lt=1)] = Field(
+        default=0.02, description="largest norm-relative difference of a lever's output sketch from the baseline's")
+
+    rewrite_rounds: Annotated[int, Field(ge=2)] = Field(
+        default=3, description="rounds alternating the profiled setting and a built rewrite (its effect is "
+                               "large, so few rounds give it a useful interval)")
+
+    def rounds_for(self, device: str) -> int:
+        return self.rounds if device == "cuda" else self.rounds_cpu
 
 
 class Thresholds(_Strict):

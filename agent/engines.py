@@ -28,29 +28,73 @@ class Setting:
     backend: str | None = None
 
 
-def baseline(target: Target) -> Setting:
-    return Setting("baseline", dict(target.engine.env), {})
+# Engine options a box must have a GPU for.
+GPU_OPTIONS = {"cuda_graph"}
 
 
-def with_lever(target: Target, lever: Lever) -> Setting:
-    return Setting(lever.name, {**target.engine.env, **lever.env}, dict(lever.options))
+def baseline_options(target: Target, device: str | None) -> tuple[dict[str, Any], list[str]]:
+    """The deployment's engine options as this device can run them, and a note for each one it
+    cannot (a CPU box runs the baseline without CUDA graphs). ``device`` None: as declared."""
+    options, notes = dict(target.engine.options), []
+    if device is not None and device != "cuda":
+        for key in sorted(GPU_OPTIONS & set(options)):
+            if options[key]:
+                notes.append(f"the deployment runs with {key}; this box has no GPU, so the baseline runs without it")
+                options[key] = False
+    return options, notes
 
 
-def execution_levers(target: Target, lever_results: list[dict]) -> list[Lever]:
-    """The levers that moved throughput up and change only how the engine executes (options such as
-    CUDA graphs), not which kernels it runs: the profile applies them, so it explains the deployment's
-    kernels as the deployment would best run them."""
-    movers = {r["name"] for r in lever_results if r["status"] == "moves up"}
-    return [lever for lever in target.levers if lever.name in movers and lever.kind == "option"]
+def baseline(target: Target, device: str | None = None) -> Setting:
+    """The deployment's setting as it runs (its environment and engine options, CUDA graphs
+    included where the box has a GPU)."""
+    return Setting("baseline", dict(target.engine.env), baseline_options(target, device)[0])
 
 
-def with_levers(target: Target, levers: list[Lever]) -> Setting:
+def with_lever(target: Target, lever: Lever, device: str | None = None) -> Setting:
+    """The baseline with one lever applied (its env and options over the baseline's)."""
+    base = baseline(target, device)
+    return Setting(lever.name, {**base.env, **lever.env}, {**base.options, **lever.options})
+
+
+def with_levers(target: Target, levers: list[Lever], device: str | None = None) -> Setting:
     if not levers:
-        return baseline(target)
-    options: dict[str, Any] = {}
+        return baseline(target, device)
+    base = baseline(target, device)
+    env, options = dict(base.env), dict(base.options)
     for lever in levers:
+        env.update(lever.env)
         options.update(lever.options)
-    return Setting("baseline + " + " + ".join(lever.name for lever in levers), dict(target.engine.env), options)
+    return Setting("baseline + " + " + ".join(lever.name for lever in levers), env, options)
+
+
+def what_if_backends(target: Target) -> set[str]:
+    """Reference backends the declared hardware's gates keep the engine from (what-ifs)."""
+    return {name for name, sms in target.engine.what_if_backends.items() if target.deployment.sm not in sms}
+
+
+def best_setting(target: Target, levers_data: dict, what_if: set[str] | None = None) -> list[Lever]:
+    """The levers of the best measured setting the declared hardware allows: [] for the baseline,
+    or the one lever whose measured setting is fastest among those that moved up with outputs
+    matching the baseline's and timings comparable with it (a Triton backend under the CPU
+    interpreter is not compared with a native one). Never a what-if backend (``what_if``, default
+    :func:`what_if_backends`). Only measured settings are chosen: two movers together were never
+    run together, so their combination is not offered. ``levers_data`` is the levers finding's data."""
+    excluded = what_if_backends(target) if what_if is None else set(what_if)
+    by_name = {lever.name: lever for lever in target.levers}
+    best, best_ratio = None, 1.0
+    for result in levers_data["levers"]:
+        lever = by_name.get(result["name"])
+        if lever is None or result["status"] != "moves up" or not result.get("comparable", False):
+            continue
+        if not (result.get("output") or {}).get("ok", False):
+            continue
+        backend, _ = backend_for(target, with_lever(target, lever))
+        if backend in excluded:
+            continue
+        ratio = result["ratio"]
+        if ratio > best_ratio:
+            best, best_ratio = lever, ratio
+    return [best] if best else []
 
 
 def backend_for(target: Target, setting: Setting) -> tuple[str | None, str]:
@@ -76,8 +120,13 @@ def applicability(target: Target, lever: Lever, device: str) -> str | None:
     unknown = sorted(set(lever.options) - {"cuda_graph"})
     if unknown:
         return f"the reference engine has no option {', '.join(unknown)}"
-    _, reason = backend_for(target, with_lever(target, lever))
-    if backend_for(target, with_lever(target, lever))[0] is None:
+    base, setting = baseline(target, device), with_lever(target, lever, device)
+    if (setting.env, setting.options) == (base.env, base.options):
+        held = ", ".join(f"{k}={v}" for k, v in sorted({**lever.env, **lever.options}.items()))
+        why = "; this box has no GPU" if device != "cuda" and set(lever.options) & GPU_OPTIONS else ""
+        return f"the baseline already runs with {held} here{why}"
+    backend, reason = backend_for(target, setting)
+    if backend is None:
         return reason
     return None
 
@@ -118,8 +167,9 @@ def bench_spec(target: Target, device: str, setting: Setting, batch_sizes: list[
 
 
 def bench_args(target: Target, device: str, setting: Setting, batch_sizes: list[int],
-               profile: dict[str, int] | None = None, repeat: int | None = None) -> dict[str, Any]:
-    """Arguments of one ``engine.bench`` tool call (the logged, replay-compared form)."""
+               profile: dict[str, int] | None = None, repeat: int | str | None = None) -> dict[str, Any]:
+    """Arguments of one ``engine.bench`` tool call (the logged, replay-compared form); ``repeat``
+    tells runs of one setting apart in the label (``baseline#r2a``)."""
     label = setting.label if repeat is None else f"{setting.label}#{repeat}"
     return {
         "label": label,

@@ -1,23 +1,26 @@
-"""The Amdahl ceiling: the published case from its raw inputs, and random cases against a simulation."""
+"""The Amdahl ceiling: the target's published case from its raw inputs, and random cases against a simulation."""
 
 import math
 import random
 
 import pytest
 
-from agent.steps.ceiling import amdahl, ceiling_table, speedup_needed
+from agent.config import load_target
+from agent.steps.ceiling import SPEEDUPS, amdahl, ceiling_table, speedup_needed
 
 
-def test_published_case_from_raw_inputs():
-    # 40 decode steps: 3,830 ms of kernel time, the dominant kernel 2,412 ms, all others 1,418 ms, no idle.
-    total, dominant = 3830.0, 2412.0
-    assert total - dominant == 1418.0
-    assert round(dominant / total, 2) == 0.63
+def test_published_case_from_the_targets_raw_inputs():
+    """The target's published case (its raw kernel times, tok/s and goal, read from the target file):
+    short of the goal even with the dominant kernel instant, and speedup_needed says so."""
+    target, _ = load_target("dsv4-flash")
+    published = target.published
+    total, dominant = published["kernel_time_ms"] + published.get("idle_ms", 0), published["dominant_ms"]
+    durations = [("dominant", dominant), ("rest", total - dominant)]
     instant = amdahl(total, dominant)
-    assert round(instant, 2) == 2.70
-    assert round(23 * instant) == 62  # about 62 tok/s, short of 1,000
-    assert 23 * instant < 1000
-    assert speedup_needed(total, dominant, 1000 / 23) is None  # unreachable even with an instant kernel
+    assert instant == pytest.approx(_simulated_speedup(durations, 0.0, "dominant", math.inf), rel=1e-12)
+    factor = target.goal.output_tok_s / published["tok_s"]
+    assert published["tok_s"] * instant < target.goal.output_tok_s
+    assert speedup_needed(total, dominant, factor) is None
 
 
 def _simulated_speedup(durations, idle, dominant, speedup):
@@ -64,9 +67,20 @@ def test_whole_kernel_and_bad_inputs():
         amdahl(10.0, 5.0, 0.0)
 
 
-def test_table_ends_with_the_instant_kernel_and_grows():
-    rows = ceiling_table(3830.0, 2412.0, 23.0)
-    assert rows[-1][0] == "instant"
-    factors = [row[1] for row in rows]
-    assert factors == sorted(factors)
-    assert rows[-1][2] == pytest.approx(23 * 3830 / 1418)
+def test_table_rows_match_a_simulation_and_end_with_the_instant_kernel():
+    rng = random.Random(11)
+    for _ in range(100):
+        durations = [(rng.choice("abc"), rng.uniform(0.1, 50.0)) for _ in range(rng.randint(2, 60))]
+        idle = rng.uniform(0.0, 100.0)
+        dominant = durations[0][0]
+        total = sum(d for _, d in durations) + idle
+        part = sum(d for name, d in durations if name == dominant)
+        tok_s = rng.uniform(1.0, 1000.0)
+        rows = ceiling_table(total, part, tok_s)
+        assert [row[0] for row in rows] == [f"{s:g}x" for s in SPEEDUPS] + ["instant"]
+        for speedup, row in zip([*SPEEDUPS, math.inf], rows):
+            expected = _simulated_speedup(durations, idle, dominant, speedup)
+            assert row[1] == pytest.approx(expected, rel=1e-9)
+            assert row[2] == pytest.approx(tok_s * expected, rel=1e-9)
+        factors = [row[1] for row in rows]
+        assert factors == sorted(factors)

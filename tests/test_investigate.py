@@ -14,7 +14,9 @@ import git
 import pytest
 
 from agent import runner
+from agent.config import load_target
 from conftest import DATA, ROOT, agent, events, finding, findings, only_run
+from reports.format import cell
 
 pytestmark = pytest.mark.slow
 
@@ -32,22 +34,39 @@ def test_dsv4_report_shows_kernel_grid_and_ceiling(dsv4_run):
     assert "CPU-interpreter measurements" in report
     share = profile["numbers"]["dominant_share"]["value"]
     assert f"{100 * share:.1f}%" in report
-    # its grid as read from the source, at the deployment's per-rank shapes, against the declared 188 SMs
+    # its grid as read from the source, at the deployment's per-rank shapes from the target file: the
+    # (B, H) grid has B x kernel-heads programs, of which B x (kernel heads - heads a rank) are padding
+    target, _ = load_target("dsv4-flash")
+    heads_per_rank = target.model.heads // target.deployment.tp
+    kernel_heads = max(heads_per_rank, target.deployment.pad_heads_to or 0)
+    sms = target.deployment.sm_count
     deployment_b1 = next(r for r in grid["data"]["reports"] if r["point"]["label"] == "deployment B=1")
     assert deployment_b1["report"]["grid_expr"] == "(B, H)"
-    assert deployment_b1["point"]["shapes"]["H"] == 64  # 16 heads a rank at TP4, padded to 64
-    assert grid["numbers"]["programs_b1"]["value"] == 64
-    assert grid["numbers"]["coverage_declared"]["value"] == pytest.approx(64 / 188)
-    assert "| deployment B=1 | (B, H) | 1x64 | 64 | 0.3404 |" in report
-    assert deployment_b1["point"]["batch"] * (64 - 16) == 48  # programs that compute padding at B=1
+    assert deployment_b1["point"]["shapes"]["H"] == kernel_heads
+    assert grid["numbers"]["programs_b1"]["value"] == kernel_heads
+    assert grid["numbers"]["coverage_declared"]["value"] == pytest.approx(kernel_heads / sms)
+    assert f"| deployment B=1 | (B, H) | 1x{kernel_heads} | {kernel_heads} | {cell(kernel_heads / sms)} |" in report
+    table = next(t for t in grid["tables"] if t["title"].startswith("Grid of "))
+    columns = table["columns"]
+    rows = {row[0]: row for row in table["rows"]}
+    for batch in sorted({1, target.goal.concurrency}):
+        row = rows[f"deployment B={batch}"]
+        padding = row[columns.index("padding programs")]
+        assert padding == batch * (kernel_heads - heads_per_rank)
+        # the programs the source's grid evaluates to, less the padding: one a real head a request
+        assert row[columns.index("programs")] - padding == batch * heads_per_rank
     # the Amdahl ceiling, recomputed here from the profile's numbers
     total = profile["numbers"]["total_ms"]["value"]
     part = profile["numbers"]["dominant_ms"]["value"]
     assert ceiling["numbers"]["instant_speedup"]["value"] == pytest.approx(total / (total - part))
     assert "T / (T - t)" in report
-    # and the published case from its raw inputs
-    assert ceiling["numbers"]["published_instant_speedup"]["value"] == pytest.approx(3830 / 1418)
-    assert "T / (T - t) = 2.70x, so 23 tok/s becomes 62 tok/s" in report
+    # and the published case from the target's raw inputs
+    published = target.published
+    p_total = published["kernel_time_ms"] + published.get("idle_ms", 0)
+    p_instant = p_total / (p_total - published["dominant_ms"])
+    assert ceiling["numbers"]["published_instant_speedup"]["value"] == pytest.approx(p_instant)
+    assert (f"T / (T - t) = {p_instant:.2f}x, so {published['tok_s']:.0f} tok/s becomes "
+            f"{published['tok_s'] * p_instant:.0f} tok/s") in report
 
 
 def test_every_number_in_the_report_links_to_its_finding_and_log_line(dsv4_run):
@@ -58,7 +77,7 @@ def test_every_number_in_the_report_links_to_its_finding_and_log_line(dsv4_run):
     for f in findings(dsv4_run):
         for number in f["numbers"].values():
             for seq in number["seqs"]:
-                assert events(dsv4_run)[seq - 1]["kind"] == "tool_call"
+                assert events(dsv4_run)[seq - 1]["kind"] == "tool_result"
 
 
 def test_one_commit_per_finding(dsv4_run):
@@ -128,15 +147,18 @@ def test_options_bound_the_fallbacks_by_their_floors_and_the_report_shows_the_me
 
 
 def test_other_shapes_give_numbers_that_follow_from_them(other_run):
+    target, _ = load_target(str(DATA / "targets" / "other-shapes.yaml"))
+    heads, sms, concurrency = target.model.heads, target.deployment.sm_count, target.goal.concurrency
+    assert target.deployment.tp == 1 and target.deployment.pad_heads_to is None  # TP1: no padding
     grid = finding(other_run, "grid")
     rows = {r["point"]["label"]: r for r in grid["data"]["reports"]}
-    b1, b16 = rows["deployment B=1"], rows["deployment B=16"]
-    assert b1["point"]["shapes"]["H"] == 16 and b1["report"]["programs"] == 16  # TP1: no padding
-    assert b16["report"]["programs"] == 16 * 16
-    assert grid["numbers"]["coverage_declared"]["value"] == pytest.approx(16 / 170)
-    assert b1["report"]["sms"] == 170
+    b1, bc = rows["deployment B=1"], rows[f"deployment B={concurrency}"]
+    assert b1["point"]["shapes"]["H"] == heads and b1["report"]["programs"] == heads
+    assert bc["report"]["programs"] == concurrency * heads
+    assert grid["numbers"]["coverage_declared"]["value"] == pytest.approx(heads / sms)
+    assert b1["report"]["sms"] == sms
     report = (other_run / "PROFILE_FINDINGS.md").read_text()
-    assert "| deployment B=1 | (B, H) | 1x16 | 16 | 0.09412 |" in report
+    assert f"| deployment B=1 | (B, H) | 1x{heads} | {heads} | {cell(heads / sms)} |" in report
     decision = [e for e in events(other_run) if e["kind"] == "decision"]
     assert decision[0]["choice"] == "stop"
     assert not any(f["step"] == "splitk" for f in findings(other_run))
@@ -160,12 +182,13 @@ def test_replay_diverges_when_a_step_asks_for_a_different_call(other_run, tmp_pa
 
 
 def test_replay_diverges_when_a_step_decides_differently(other_run, tmp_path, monkeypatch):
-    import agent.steps.levers as levers
+    import agent.stats as stats
 
-    original = levers.noise_band
-    # a wider band whatever the run's spread: both terms of max(k x spread, floor) grow, so the
-    # threshold the levers finding records always moves
-    monkeypatch.setattr(levers, "noise_band", lambda values, k, floor: original(values, 2 * k + 1, floor + 0.5))
+    original = stats.smallest_detectable_effect
+    # a larger minimum whatever the run's spread: max(min_effect, half-width) grows, so the smallest
+    # detectable effect the levers finding records always moves
+    monkeypatch.setattr(stats, "smallest_detectable_effect",
+                        lambda sd, rounds, confidence, minimum: original(sd, rounds, confidence, minimum + 0.5))
     outcome = runner.replay(other_run, tmp_path / "replay")
     assert outcome.exit_code == 1
     assert "finding 02-levers differs" in outcome.message

@@ -1,9 +1,10 @@
 """The options step's floors: each fallback kernel's time against bytes / bandwidth and FLOPs / matmul
 rate, and the Amdahl bound with that kernel at its floor, on the shipped runs' real findings.
 
-The CPU example (recorded with the floors) gives the measured rates and the engine's work model;
-the H200 example's profile (a real GPU capture, recorded before the floors existed) gives real
-kernel times, with the work model recomputed from its own reported shapes."""
+Both examples (the CPU one and the H200 one, a real GPU capture) carry the survey's measured rates and
+the engine's work model; the tests recompute the work by hand from each profile's own shapes and set
+it against the recorded rates and against rates chosen apart from any measurement, so that the
+expected floor, headroom and bound are computed independently of the step."""
 
 import json
 import math
@@ -79,25 +80,6 @@ def test_a_kernel_at_its_floor_bounds_at_one_and_no_floor_is_the_instant_bound()
         options.floor_bound(t / 2, [(t, None)])
 
 
-def test_h200_kernel_at_its_floor_gives_one_x():
-    """Rates chosen so that the H200's real kernel time is exactly its memory floor: the option's
-    floor bound is 1.0x while its instant bound stays the ceiling's T / (T - t)."""
-    state = _with_work(_state(H200), None)
-    state = _with_work(state, _h200_work(state))
-    profile = Finding.model_validate(_finding(state, "profile"))
-    t = profile.data["dominant"]["total_us"] / 1000
-    steps = profile.number("steps")
-    window_bytes = profile.data["attention_work"]["kernels"][KERNEL]["bytes_per_step"] * steps
-    gb_s = window_bytes / (t / 1e3) / 1e9  # the bandwidth at which the measured time is the floor
-    flops = profile.data["attention_work"]["kernels"][KERNEL]["flops_per_step"] * steps
-    tflop_s = 10 * flops / (t / 1e3) / 1e12  # compute 10x under the memory floor
-    floors = options.fallback_floors(_with_rates(state, gb_s, tflop_s, 4), profile.number("total_ms"))
-    (row,) = floors["kernels"]
-    assert row["floor_from"] == "memory" and row["floor_ms"] == pytest.approx(t)
-    assert row["headroom"] == pytest.approx(1.0) and floors["bound_x"] == pytest.approx(1.0)
-    assert floors["instant_x"] == pytest.approx(amdahl(profile.number("total_ms"), t))
-
-
 def test_h200_profile_calls_match_the_work_model():
     """The work model's calls a step x the steps profiled are the kernel launches the H200 trace holds."""
     state = _state(H200)
@@ -106,37 +88,68 @@ def test_h200_profile_calls_match_the_work_model():
     assert model["calls_per_step"] * profile["numbers"]["steps"]["value"] == profile["data"]["dominant"]["calls"]
 
 
-def test_cpu_example_floor_and_headroom_against_a_hand_calculation():
-    state = _state(CPU)
-    survey, profile = (Finding.model_validate(_finding(state, s)) for s in ("survey", "profile"))
-    shapes = profile.data["shapes"]
-    batch, heads, steps = profile.data["batch"], shapes["kernel_heads"], profile.number("steps")
-    # valid tokens a request per call of the one layer run (a c4 layer): the window, then the indexer's top-k
-    (ratio,) = shapes["layer_compress_ratios"]
-    assert ratio == 4
-    tokens = [min(shapes["sliding_window"], shapes["context_len"] + 1), min(shapes["topk"], shapes["context_len"] // 4)]
+def _hand_window(profile: Finding) -> tuple[int, int, int]:
+    """Calls, bytes and FLOPs of the dominant kernel over the profiled window, by hand from the
+    profile's shapes: each layer run makes a window-cache call over min(window, P + 1) valid tokens
+    and, on a c4 / c128 layer, a compressed-cache call over min(top-k, P // 4) / P // 128 tokens (P
+    the context length); a call reads B x T tokens of 584 bytes plus q and out (B x H x 512 bf16 each)
+    and does 4 x B x H x T x 512 FLOPs (QK and PV, a multiply-add per dim)."""
+    shapes, batch = profile.data["shapes"], profile.data["batch"]
+    heads, position = shapes["kernel_heads"], shapes["context_len"]
+    tokens = []
+    for ratio in shapes["layer_compress_ratios"]:
+        tokens.append(min(shapes["sliding_window"], position + 1))
+        if ratio == 4:
+            tokens.append(min(shapes["topk"], position // 4))
+        elif ratio == 128:
+            tokens.append(position // 128)
+    steps = profile.number("steps")
     window_bytes = steps * sum(batch * n * 584 + 2 * batch * heads * 512 * 2 for n in tokens)
     window_flops = steps * sum(4 * batch * heads * n * 512 for n in tokens)
-    floor_ms = 1e3 * max(window_bytes / (survey.number("copy_gb_s") * 1e9),
-                         window_flops / (survey.number("matmul_tflop_s") * 1e12))
+    return steps * len(tokens), window_bytes, window_flops
+
+
+# Rates for the floor: the survey's own, and each of them 10^4 times slower (chosen, not measured), so
+# that both the memory and the compute side set a floor and one lies above the measured time.
+RATES = {"recorded": (1.0, 1.0), "slow-copy": (1e-4, 1.0), "slow-matmul": (1.0, 1e-4)}
+
+
+@pytest.mark.parametrize("rates", sorted(RATES))
+@pytest.mark.parametrize("run", [CPU, H200], ids=["cpu", "h200"])
+def test_floor_headroom_and_bound_against_a_hand_calculation(run, rates):
+    state = _state(run)
+    survey, profile = (Finding.model_validate(_finding(state, s)) for s in ("survey", "profile"))
+    copy_scale, matmul_scale = RATES[rates]
+    gb_s, tflop_s = copy_scale * survey.number("copy_gb_s"), matmul_scale * survey.number("matmul_tflop_s")
+    if rates != "recorded":
+        state = _with_rates(state, gb_s, tflop_s, survey.numbers["copy_gb_s"].seqs[0])
+    calls, window_bytes, window_flops = _hand_window(profile)
+    memory_ms, compute_ms = 1e3 * window_bytes / (gb_s * 1e9), 1e3 * window_flops / (tflop_s * 1e12)
+    floor_ms = max(memory_ms, compute_ms)
     t = next(k for k in profile.data["summary"]["merged"]["kernels"] if k["name"] == KERNEL)["total_us"] / 1000
     total = profile.number("total_ms")
 
     floors = options.fallback_floors(state, total)
     (row,) = floors["kernels"]
-    assert (row["bytes"], row["flops"]) == (window_bytes, window_flops)
+    assert (row["calls"], row["bytes"], row["flops"]) == (calls, window_bytes, window_flops)
     assert row["floor_ms"] == pytest.approx(floor_ms)
+    assert row["floor_from"] == ("memory" if memory_ms >= compute_ms else "compute")
     assert row["headroom"] == pytest.approx(t / floor_ms)
-    assert floors["bound_x"] == pytest.approx(total / (total - t + floor_ms))
+    # a floor above the measured time bounds the kernel as it is, never as a slowdown
+    assert floors["bound_x"] == pytest.approx(total / (total - t + min(t, floor_ms)))
+    assert floors["instant_x"] == pytest.approx(total / (total - t))
     assert floors["bound_x"] < floors["instant_x"]
+    assert ("measured under its floor" in row["note"]) is (floor_ms > t)
+    if rates != "recorded":
+        return
 
     # the recorded options finding holds the same numbers, in its data and its floors table
-    recorded = Finding.model_validate(_finding(_state(CPU, "options"), "options"))
+    recorded = Finding.model_validate(_finding(_state(run, "options"), "options"))
     own = next(o for o in recorded.data["options"] if o["name"] == "own-fallbacks")
-    assert own["upper_x"] == pytest.approx(total / (total - t + floor_ms))
+    assert own["upper_x"] == pytest.approx(total / (total - t + min(t, floor_ms)))
     assert own["instant_x"] == pytest.approx(total / (total - t))
     table = next(tb for tb in recorded.tables if tb.title == "Fallback kernels against their floors")
-    assert table.rows[0][:5] == [KERNEL, row["calls"], pytest.approx(t), window_bytes, window_flops]
+    assert table.rows[0][:5] == [KERNEL, calls, pytest.approx(t), window_bytes, window_flops]
     assert "measured on the box by box.survey" in table.note
 
 

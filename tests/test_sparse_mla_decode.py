@@ -118,14 +118,48 @@ def test_check_rejects_wrong_merges_of_real_partials():
         assert not cli._verdict(res[wrong], cli.OUT_NORM_REL_MAX), (wrong, res[wrong])
 
 
-def test_split_heuristic():
-    # One wave of programs on the H200's 132 SMs at the large shape, not a 1.5-wave 3-split grid;
-    # the split counts the H200 sweep measured fastest (benchmarks/results/sparse_mla_decode_run3_sweep.json).
-    assert smd.choose_num_splits(64, 2048, 64, 132) == 2
-    assert smd.choose_num_splits(16, 2048, 64, 132) == 8
-    assert smd.choose_num_splits(4, 2048, 64, 132) == 16
-    assert smd.choose_num_splits(1, 512, 64, 132) == 16
-    assert smd.choose_num_splits(1, 2048, 64, 132) == 64
+RESULTS = REPO / "benchmarks" / "results"
+# KernelConfig fields a sweep entry's config records that select the kernel and its tiles
+_CONFIG_FIELDS = ("block_h", "block_t", "num_warps", "num_stages", "p_scratch", "d_halves", "sm90")
+
+
+def _same_config(recorded: dict, cfg: "smd.KernelConfig") -> bool:
+    return all(recorded.get(f, False) == getattr(cfg, f) for f in _CONFIG_FIELDS) and not recorded.get("ablate") \
+        and (not cfg.ws_regs or (list(recorded.get("ws_regs") or []) == list(cfg.ws_regs)
+                                 and recorded.get("ws_batch", 1) == cfg.ws_batch))
+
+
+def _sweep_timings(entries) -> dict:
+    """{(config name, batch, top-k): {splits: us}} over sweep entries (H = 64, the sweeps' heads)."""
+    out: dict = {}
+    for entry in entries:
+        for t in entry["timings"]:
+            out.setdefault((entry["name"], t["batch"], t["topk"]), {})[t["splits"]] = t["us"]
+    return out
+
+
+def test_split_heuristic_picks_the_fastest_split_the_h200_sweep_measured():
+    """At every shape of the H200 sweep (benchmarks/results/sparse_mla_decode_run3_sweep.json), the
+    config choose_config picks is the sweep's fastest at its best split count, and choose_num_splits
+    picks that split count."""
+    sweep = json.loads((RESULTS / "sparse_mla_decode_run3_sweep.json").read_text())
+    sms = sweep["env"]["sm_count"]
+    configs = {e["name"]: e["config"] for e in sweep["sweep"]}
+    timings = _sweep_timings(sweep["sweep"])
+    shapes = sorted({(b, k) for _, b, k in timings})
+    assert len(shapes) >= 5
+    for batch, topk in shapes:
+        cfg = smd.choose_config(batch, topk, 64)
+        (name,) = [n for n, c in configs.items() if _same_config(c, cfg)]
+        by_splits = timings[(name, batch, topk)]
+        assert len(by_splits) >= 2, (batch, topk)
+        fastest = min(by_splits, key=by_splits.get)
+        assert smd.choose_num_splits(batch, topk, 64, sms) == fastest, (batch, topk, by_splits)
+        others = [min(v.values()) for (n, b, k), v in timings.items() if (b, k) == (batch, topk) and n != name]
+        assert by_splits[fastest] <= min(others), (batch, topk)
+
+
+def test_split_heuristic_bounds():
     # A batch that fills the chip many times over gains nothing from splitting.
     assert smd.choose_num_splits(2000, 2048, 64, 132) == 1
     for batch in (1, 3, 16, 64, 200):
@@ -153,16 +187,33 @@ def test_config_regimes():
 
 
 def test_warp_specialized_splits_are_the_fastest_the_h200_measured():
-    """The split counts LARGE_WS gets on the H200 are the fastest of the run 6 and run 7 sweeps
-    (benchmarks/results/sparse_mla_decode_run{6,7}_sweep.json) at every swept shape it is chosen for:
-    one-tile splits lose to two-tile splits (4x2048: 19.9 us at 32 splits against 17.7 at 16)."""
+    """Wherever the H200 sweeps of runs 6 and 7 (benchmarks/results/sparse_mla_decode_run{6,7}_sweep.json)
+    timed a warp-specialized build at several split counts, at a shape choose_config gives LARGE_WS on
+    Hopper, choose_num_splits picks that build's fastest; on run 7's shapes Hopper's chooser picks the
+    faster of LARGE_WS and MEDIUM, both timed there."""
     if smd.gluon is None:
         pytest.skip("this Triton has no Gluon")
-    measured_best = {(64, 2048): 2, (16, 2048): 8, (64, 512): 2, (16, 512): 4, (4, 2048): 16, (8, 1024): 8,
-                     (8, 2048): 16, (32, 512): 4}
-    for (batch, topk), best in measured_best.items():
-        assert smd.choose_config(batch, topk, 64, arch=90) is smd.LARGE_WS
-        assert smd.choose_num_splits(batch, topk, 64, 132, arch=90) == best, (batch, topk)
+    run6 = json.loads((RESULTS / "sparse_mla_decode_run6_sweep.json").read_text())
+    run7 = json.loads((RESULTS / "sparse_mla_decode_run7_sweep.json").read_text())
+    sms = run7["env"]["sm_count"]
+    ws_entries = [e for call in run6["calls"] for e in call["entries"]] + run7["sweep"]
+    ws_entries = [e for e in ws_entries if e["config"].get("ws_regs") and not e["config"].get("ablate")]
+    checked = 0
+    for (name, batch, topk), by_splits in _sweep_timings(ws_entries).items():
+        if len(by_splits) < 2 or smd.choose_config(batch, topk, 64, arch=90) is not smd.LARGE_WS:
+            continue
+        fastest = min(by_splits, key=by_splits.get)
+        assert smd.choose_num_splits(batch, topk, 64, sms, arch=90) == fastest, (name, batch, topk, by_splits)
+        checked += 1
+    assert checked >= 5
+    by_name = {e["name"]: e for e in run7["sweep"]}
+    ((ws_name, _),) = [(n, e) for n, e in by_name.items() if _same_config(e["config"], smd.LARGE_WS)]
+    ((medium_name, _),) = [(n, e) for n, e in by_name.items() if _same_config(e["config"], smd.MEDIUM)]
+    timings = _sweep_timings(run7["sweep"])
+    for batch, topk in sorted({(b, k) for _, b, k in timings}):
+        best = {n: min(timings[(n, batch, topk)].values()) for n in (ws_name, medium_name)}
+        faster = smd.LARGE_WS if best[ws_name] < best[medium_name] else smd.MEDIUM
+        assert smd.choose_config(batch, topk, 64, arch=90) is faster, (batch, topk, best)
     for topk in (64, 128, 192, 2048):
         splits = smd.choose_num_splits(64, topk, 64, 132, arch=90)
         assert -(-topk // 64) // splits >= 2 or splits == 1
