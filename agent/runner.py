@@ -19,6 +19,7 @@ from typing import Any, Callable
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
+from agent import consistency
 from agent.config import Target, TargetError, load_target, parse_target
 from agent.engines import backend_for, baseline
 from agent.graph import RunContext, build_graph
@@ -311,9 +312,10 @@ def render(run_path: Path) -> str:
     target = parse_target(initial["target"], str(run.log_path))
     report = next((f for f in findings if f.step == "report"), None)
     plots = report.data.get("plots", {}) if report else {}
+    held = consistency.check(ordered, target.model_dump(mode="json"))
     return render_report(ordered, decision, {"run_id": initial["run_id"], "target": target.name,
                                             "description": target.description.strip(), "started": initial["started"]},
-                         plots)
+                         plots, held)
 
 
 def run_status(root: Path) -> dict[str, Any]:

@@ -19,6 +19,9 @@ class Number(BaseModel):
     unit: str = ""
     label: str = ""
     seqs: list[int] = Field(default_factory=list)
+    # Relative uncertainty (e.g. an interval's half-width over the value), where the step knows it:
+    # the report quotes the number to the digits this supports, not more.
+    spread: float | None = None
 
 
 class Table(BaseModel):

@@ -19,6 +19,9 @@ def fmt(value: Any, spec: str = ".3g", unit: str = "") -> str:
             text = "nan"
         else:
             text = format(value, spec)
+            if "e" in text and spec.endswith("g") and abs(value) >= 1:
+                # 5.848e+04 reads as code: a large number in 'g' loses its decimals, not its digits
+                text = format(round(value), ",d")
         return f"{text} {unit}".rstrip() if unit else text
     return str(value)
 
@@ -48,3 +51,24 @@ def cell(value: Any, column: str = "") -> str:
             return signed_pct(value)
         return fmt(value, ".4g")
     return fmt(value).replace("|", "\\|").replace("\n", " ")
+
+
+def digits_for(spread: float | None, default: int = 3) -> int:
+    """Significant digits a number with relative uncertainty ``spread`` supports: one past the first
+    uncertain digit (a 3% spread gives 2 digits, 0.1% gives 4), between 1 and 6."""
+    if spread is None or not math.isfinite(spread):
+        return default
+    if spread <= 0:
+        return 6
+    return max(1, min(6, math.floor(-math.log10(spread)) + 1))
+
+
+def fmt_spread(value: Any, spread: float | None, unit: str = "", default: int = 3) -> str:
+    """``value`` to the significant digits its spread supports (see digits_for)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value == 0:
+        return fmt(value, unit=unit)
+    digits = digits_for(spread, default)
+    magnitude = math.floor(math.log10(abs(value)))
+    rounded = round(value, digits - 1 - magnitude)
+    decimals = max(0, digits - 1 - magnitude)
+    return fmt(rounded, f",.{decimals}f", unit)

@@ -1,4 +1,4 @@
-"""The report's plots as PNG bytes: kernel shares, the lever sweep with its noise band, the ceiling.
+"""The report's plots as PNG bytes: kernel shares, the lever sweep with its intervals, the ceiling.
 
 Rendering is pinned (matplotlib version in pyproject.toml, fixed size, dpi and font, no metadata
 stamp), so the same findings give the same bytes and a replay can compare them.
@@ -48,32 +48,40 @@ def kernel_shares(kernels: list[dict[str, Any]], top: int = 10, title: str = "Ke
     return _png(plt, fig)
 
 
-def lever_sweep(baseline: float, threshold: float, settings: list[tuple[str, float | None]], unit: str = "tok/s") -> bytes:
+def lever_sweep(baseline: float, detectable: float | None, settings: list[tuple[str, float | None, tuple[float, float] | None]],
+                unit: str = "tok/s") -> bytes:
+    """Median tok/s per setting with its interval (from the ratio's interval x the baseline), and
+    the band of changes the sweep could not have told from none (its smallest detectable effect)."""
     plt, fig, ax = _figure()
-    names = ["baseline"] + [name for name, _ in settings]
-    values = [baseline] + [value if value is not None else 0.0 for _, value in settings]
-    colors = ["#4477aa"] + ["#bbbbbb" if value is None else "#66ccee" for _, value in settings]
+    names = ["baseline"] + [name for name, _, _ in settings]
+    values = [baseline] + [value if value is not None else 0.0 for _, value, _ in settings]
+    colors = ["#4477aa"] + ["#bbbbbb" if value is None else "#66ccee" for _, value, _ in settings]
     ax.bar(names, values, color=colors)
-    ax.axhspan(baseline * (1 - threshold), baseline * (1 + threshold), color="#ee6677", alpha=0.2,
-               label=f"noise band +/-{100 * threshold:.1f}%")
-    for position, (_, value) in enumerate(settings, start=1):
+    for position, (_, value, interval) in enumerate(settings, start=1):
         if value is None:
             ax.text(position, 0, "not run", ha="center", va="bottom", rotation=90)
+        elif interval:
+            ax.errorbar([position], [value], yerr=[[value - interval[0]], [interval[1] - value]], color="black", capsize=4)
+    if detectable:
+        ax.axhspan(baseline / (1 + detectable), baseline * (1 + detectable), color="#ee6677", alpha=0.2,
+                   label=f"smallest detectable effect +/-{100 * detectable:.1f}%")
+        ax.legend(loc="upper right")
     ax.set_ylabel(unit)
-    ax.set_title("Lever sweep")
-    ax.legend(loc="upper right")
+    ax.set_title("Lever sweep (medians, 95% intervals)")
     plt.setp(ax.get_xticklabels(), rotation=20, ha="right")
     return _png(plt, fig)
 
 
-def ceiling(measured: float, instant: float, goal: float, unit: str = "tok/s") -> bytes:
+def ceiling(measured: float, bounds: list[tuple[str, float]], goal: float, unit: str = "tok/s") -> bytes:
     plt, fig, ax = _figure()
-    ax.bar(["measured", "dominant kernel instant"], [measured, instant], color=["#4477aa", "#66ccee"])
+    labels = ["measured"] + [label for label, _ in bounds]
+    values = [measured] + [value for _, value in bounds]
+    ax.bar(labels, values, color=["#4477aa"] + ["#66ccee"] * len(bounds))
     ax.axhline(goal, color="#ee6677", linestyle="--", label=f"goal {goal:.0f} {unit}")
-    for position, value in enumerate([measured, instant]):
+    for position, value in enumerate(values):
         ax.text(position, value, f"{value:.3g}", ha="center", va="bottom")
     ax.set_yscale("log")
-    ax.set_ylabel(f"{unit} (log scale)")
+    ax.set_ylabel(f"{unit} (log scale, projected)")
     ax.set_title("Amdahl ceiling against the goal")
     ax.legend(loc="upper left")
     return _png(plt, fig)

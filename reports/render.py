@@ -7,8 +7,9 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from agent.consistency import Consistency
 from agent.state import Finding, Table
-from reports.format import cell, fmt, pct, signed_pct
+from reports.format import cell, fmt, fmt_spread, pct, signed_pct
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 
@@ -38,7 +39,10 @@ def num(finding: Finding | None, key: str, spec: str = ".3g", prefix: str = "") 
     if finding is None or key not in finding.numbers:
         return "-"
     number = finding.numbers[key]
-    value = pct(number.value) if number.unit == "fraction" else fmt(number.value, spec, number.unit)
+    if number.spread is not None and number.unit != "fraction":
+        value = fmt_spread(number.value, number.spread, number.unit)
+    else:
+        value = pct(number.value) if number.unit == "fraction" else fmt(number.value, spec, number.unit)
     return f"**{value}** ({finding_link(finding, prefix + 'findings/')}; {log_links(number.seqs, prefix)})"
 
 
@@ -99,10 +103,31 @@ def render_finding(finding: Finding) -> str:
     return _env().get_template("finding.md.j2").render(f=finding)
 
 
+def interval_text(interval: tuple[float, float] | None, spec: str = ".3g") -> str:
+    return f"[{format(interval[0], spec)}, {format(interval[1], spec)}]" if interval else "-"
+
+
+def consistency_table(held: Consistency) -> Table:
+    """Every bound and prediction against every measurement it covers, with the verdict."""
+    rows = [[c.kind, c.claim, c.claim_finding, fmt_spread(c.claim_x, c.claim_spread) if c.claim_spread is not None else c.claim_x,
+             interval_text(c.claim_interval), c.measurement,
+             c.measurement_finding, c.measured_x, interval_text(c.measured_interval), c.verdict, c.note or "-"]
+            for c in held.checks]
+    return Table(title="Bounds and predictions against measurements",
+                 columns=["kind", "claim", "stated in", "claim (x)", "claim interval", "measurement", "measured in",
+                          "measured (x)", "measured interval", "verdict", "noise of the comparison"],
+                 rows=rows,
+                 note="a bound applies to every measurement whose setting differs from the bound's only in the operation "
+                      "it speeds up; it is violated when the measurement's whole interval lies above it; a prediction "
+                      "misses when its interval and the measurement's do not overlap; x: throughput against the "
+                      "bound's reference setting")
+
+
 def render_report(findings: list[Finding], decision: dict[str, Any] | None, run: dict[str, Any],
-                  plots: dict[str, str]) -> str:
+                  plots: dict[str, str], held: Consistency | None = None) -> str:
     by_step = {f.step: f for f in findings}
     labels = sorted({label for f in findings for label in f.labels})
     return _env().get_template("PROFILE_FINDINGS.md.j2").render(
         run=run, findings=findings, s=by_step, decision=decision, labels=labels, plots=plots,
+        held=held, consistency_table=consistency_table(held) if held else None,
     )

@@ -55,9 +55,26 @@ def test_h200_example_is_a_labelled_stand_in_with_the_declared_gates():
 
 
 def test_h200_example_grid_matches_nsight_compute():
-    """The grid step's numbers for the profiled shapes on the box against Nsight Compute on the H200."""
+    """The grid step's numbers against Nsight Compute's exports of the same kernel on the H200
+    (tests/data/h200-sparse-decode): at B=1 the grid, programs and the chosen config's block size;
+    at the profiled batch, the grid's head extent, which ncu measured at every batch."""
+    from tools.kernel_source.ncu import summarize
+
+    data = ROOT / "tests" / "data" / "h200-sparse-decode"
+    runs = [json.loads(line) for line in (data / "ncu_runs.jsonl").read_text().splitlines() if line.strip()]
+    measured = {run["batch"]: (run, summarize(data / f"ncu_B{run['batch']}_topk{run['topk']}.csv", kernel="_tiled_sparse_decode_kernel"))
+                for run in runs}
     grid = _findings(H200)["grid"]
-    profiled = next(r for r in grid["data"]["reports"] if r["point"]["where"] == "box")
-    assert profiled["point"]["arch"] == "sm_90" and profiled["report"]["programs"] == 16 * 64
     b1 = next(r for r in grid["data"]["reports"] if r["point"]["label"] == "deployment B=1")
-    assert b1["report"]["programs"] == 64  # ncu: grid (1, 64, 1) at B=1 (tests/data/h200-sparse-decode)
+    run, ncu = measured[1]
+    assert b1["point"]["shapes"]["topk"] == run["topk"]
+    assert b1["report"]["grid"] + [1] * (3 - len(b1["report"]["grid"])) == ncu["grid"]
+    assert b1["report"]["programs"] == ncu["grid_size"]
+    chosen = next(c for c in b1["report"]["configs"] if c["config"] == run["chosen"])
+    assert [chosen["threads_per_program"], 1, 1] == ncu["block"] and chosen["threads_per_program"] == ncu["block_size"]
+    profiled = next(r for r in grid["data"]["reports"] if r["point"]["where"] == "box")
+    assert profiled["point"]["arch"] == f"sm_{ncu['cc'].replace('.', '')}"
+    assert profiled["report"]["sms"] == ncu["sms"]
+    for run, ncu in measured.values():
+        assert ncu["grid"][0] == run["batch"]  # ncu's grid is (B, heads, 1) at each batch it measured
+        assert profiled["report"]["grid"] == [profiled["point"]["batch"], ncu["grid"][1]]

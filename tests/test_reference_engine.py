@@ -89,18 +89,25 @@ def test_bench_upstream_kernel_on_interpreter_writes_trace(tmp_path):
     assert out["interpreter"] is True
     assert any("interpreter" in note for note in out["notes"])
     assert set(out["kernel_config"]) == {"BLOCK_T", "num_warps", "num_stages"}
-    assert out["trace"] == {"file": "reference_trace_b2.json.gz", "batch": 2, "steps": 2}
+    assert out["trace"] == {"file": "reference_trace_b2.json.gz", "batch": 2, "steps": 2, "with_stack": True,
+                            "operation_range": "op:sparse_decode", "eager_file": None}
     with gzip.open(tmp_path / out["trace"]["file"], "rt") as fh:
         events = json.load(fh)["traceEvents"]
     ranges = [e for e in events if e.get("cat") == "user_annotation"]
     steps = [e for e in ranges if e["name"].startswith("ProfilerStep#")]
     kernels = [e for e in ranges if e["name"] == KERNEL]
+    calls = [e for e in ranges if e["name"] == "op:sparse_decode"]
     assert len(steps) == 2
     # Each c4 / c128 layer launches the kernel twice (window cache, then compressed cache).
     assert len(kernels) == 2 * 2 * 2
-    assert {e["name"] for e in ranges} - {e["name"] for e in steps} == {KERNEL}
+    assert len(calls) == 2 * 2  # one attention call a layer a step
+    assert {e["name"] for e in ranges} - {e["name"] for e in steps} == {KERNEL, "op:sparse_decode"}
     for k in kernels:
         assert any(s["ts"] <= k["ts"] and k["ts"] + k["dur"] <= s["ts"] + s["dur"] for s in steps)
+        assert any(c["ts"] <= k["ts"] and k["ts"] + k["dur"] <= c["ts"] + c["dur"] for c in calls)
+    # Recorded with stacks, yet the interpreter's own Python stays out (it runs off the profiled thread).
+    python = [e for e in events if e.get("cat") == "python_function"]
+    assert python and not any("triton/runtime/interpreter" in e["name"] for e in python)
     # The work the bench reports for the profiled batch accounts for every launch the trace holds,
     # with the bytes and FLOPs of a hand calculation (tiny_spec: 8 kernel heads, window 64 tokens,
     # the c4 layer's top-k 64 of 256 // 4 compressed, the c128 layer's 256 // 128 = 2).

@@ -42,6 +42,8 @@ def _kernel_grid(py: str, args: dict) -> list[str]:
         argv += ["--arch", args["arch"]]
     if args.get("config"):
         argv += ["--config-json", json.dumps(args["config"], sort_keys=True)]
+    if args.get("ncu_csv"):  # only when given, so journals recorded before the argument replay unchanged
+        argv += ["--ncu-csv", args["ncu_csv"]]
     return argv
 
 
@@ -62,6 +64,9 @@ def _splitk(action: str):
                 "--topk", str(args["topk"]), "--heads", str(args["heads"])]
         if action == "check":
             argv += ["--device", args["device"], "--seed", str(args.get("seed", 0))]
+        if "extra_topk" in args:  # one call in the engine's own form (its compressed cache, its sink)
+            argv += ["--engine-call"] + (["--extra-topk", str(args["extra_topk"])] if args["extra_topk"] else [])
+            argv += ["--sink"] if args.get("sink") else []
         return argv
     return command
 

@@ -18,37 +18,55 @@ from langgraph.types import interrupt
 
 from agent.session import Session
 from agent.state import Finding, InvestigationState, Number, Table, finding_for, next_index
-from agent.steps.ceiling import amdahl
+from agent.steps.ceiling import amdahl, profile_times
 from agent.steps.survey import target_of
+from reports.format import fmt_spread
 
 CHOICES = ("auto", "splitk", "stop")
 
 
-def _profile_times(state: InvestigationState) -> tuple[float, float, dict] | None:
+def _profile_times(state: InvestigationState) -> tuple[float, float, float | None] | None:
+    """(W, t_k, t_op): the profiled steps' GPU window (the profiler's gaps kept out), the dominant
+    kernel's time and its operation's (None when unattributed), as the ceiling uses them."""
     profile = finding_for(state, "profile")
     if profile is None or not profile.data.get("complete"):
         return None
-    kernel = profile.data["dominant"] or profile.data["leader"]
-    return profile.number("total_ms"), kernel["total_us"] / 1000, kernel
+    times = profile_times(profile)
+    return times["window_ms"], times["kernel_ms"], times["operation_ms"]
 
 
-def splitk_option(state: InvestigationState, total: float, part: float, tok_s: float) -> dict[str, Any]:
+def rewrite_estimate(grid: Finding | None) -> dict[str, Any] | None:
+    """The kernel speedup the rewrite is expected to give, from the causes the diagnosis found and the
+    rewrite removes (re-gathered rows, CUDA-core math), else the grid's structural split-K estimate."""
+    if grid is None:
+        return None
+    diagnosed = (grid.data.get("diagnosis") or {}).get("rewrite_estimate")
+    if diagnosed and diagnosed.get("speedup"):
+        return {"speedup": diagnosed["speedup"], "basis": diagnosed.get("basis", "the diagnosis")}
+    return grid.data.get("splitk_estimate")
+
+
+def splitk_option(state: InvestigationState, total: float, part: float, tok_s: float,
+                  op_part: float | None = None) -> dict[str, Any]:
     grid = finding_for(state, "grid")
     survey = finding_for(state, "survey")
     candidate = bool(grid and grid.data.get("splitk_candidate"))
     why = grid.data.get("splitk_reason", "the grid step did not run") if grid else "no dominant kernel, so no grid was read"
-    estimate = grid.data.get("splitk_estimate") if grid else None
-    upper = amdahl(total, part)
+    estimate = rewrite_estimate(grid)
+    # The rewrite replaces the whole call (kernel, merge, sink): its bound is the operation's, when attributed.
+    upper = amdahl(total, op_part if op_part is not None else part)
     option = {
         "name": "splitk", "title": "Split-K rewrite of the dominant kernel", "offered": candidate, "why": why,
-        "upper_x": upper, "upper_tok_s": tok_s * upper, "instant_x": upper, "bound_from": "the dominant kernel instant",
+        "upper_x": upper, "upper_tok_s": tok_s * upper, "instant_x": amdahl(total, part),
+        "bound_from": "the dominant kernel's operation instant" if op_part is not None else "the dominant kernel instant",
         "estimate_x": amdahl(total, part, estimate["speedup"]) if estimate else None,
         "estimate_tok_s": tok_s * amdahl(total, part, estimate["speedup"]) if estimate else None,
-        "estimate_basis": estimate["basis"] if estimate else "no structural estimate",
+        "estimate_basis": (f"the kernel {estimate['speedup']:.3g}x faster ({estimate['basis']}), the rest of the step as measured"
+                           if estimate else "no estimate"),
         "cost": "a Triton kernel (tools/kernels/sparse_mla_decode.py): build, check against the original and a "
                 "float32 reference, time both, re-run the engine with it",
-        "falsifier": "the rewrite's measured kernel speedup, put through Amdahl, misses the engine's measured tok/s; "
-                     "or the kernel is already at its memory floor",
+        "falsifier": "the rewrite's measured speedup misses the prediction, or beats the operation's bound; "
+                     "or the kernel is already at its floor",
     }
     can, note = (survey.data["software"].get("splitk_kernel", False), "the split-K kernel is on the box")
     if not can:
@@ -225,9 +243,11 @@ OPTION_COLUMNS = ["option", "offered", "bound (x)", "bound tok/s", "bound from",
                   "cost to try", "what would prove it wrong", "try here"]
 
 
-def option_row(o: dict[str, Any]) -> list[Any]:
-    return [o["name"], "yes" if o["offered"] else "no", o["upper_x"], o["upper_tok_s"], o["bound_from"], o["instant_x"],
-            o["estimate_x"], o["cost"], o["falsifier"], "yes" if o["can_try_here"] else f"no: {o['try_note']}"]
+def option_row(o: dict[str, Any], spread: float | None = None) -> list[Any]:
+    """One option's row; bounds to the digits the ceiling's spread supports (see ceiling.bound_spread)."""
+    q = (lambda v: fmt_spread(v, spread)) if spread is not None else (lambda v: v)
+    return [o["name"], "yes" if o["offered"] else "no", q(o["upper_x"]), q(o["upper_tok_s"]), o["bound_from"],
+            q(o["instant_x"]), o["estimate_x"], o["cost"], o["falsifier"], "yes" if o["can_try_here"] else f"no: {o['try_note']}"]
 
 
 def propose_options(state: InvestigationState, session: Session) -> Finding:
@@ -243,9 +263,9 @@ def propose_options(state: InvestigationState, session: Session) -> Finding:
     if times is None:
         options = [accept_option(tok_s)]
     else:
-        total, part, _ = times
+        total, part, op_part = times
         fallback = fallback_option(state, total, tok_s)
-        options = [splitk_option(state, total, part, tok_s), fallback,
+        options = [splitk_option(state, total, part, tok_s, op_part), fallback,
                    hardware_option(state, total, tok_s, fallback), accept_option(tok_s)]
         floors = fallback["floors"]
         if floors["kernels"]:
@@ -259,18 +279,20 @@ def propose_options(state: InvestigationState, session: Session) -> Finding:
                 "own-fallbacks_instant_x": Number(value=fallback["instant_x"], unit="x", seqs=profile.evidence,
                                                   label="Own the fallback kernel stack: those kernels instant"),
             }
+    ceiling = finding_for(state, "ceiling")
+    spread = ceiling.numbers["ceiling_tok_s"].spread if ceiling and "ceiling_tok_s" in ceiling.numbers else None
     auto = auto_choice(options)
     offered = [o["name"] for o in options if o["offered"]]
     headline = f"{len(offered)} option(s) offered: {', '.join(offered)}; auto would choose {auto}"
     if times is not None and fallback["offered"]:
-        headline += (f"; the fallback kernels at their floors bound owning them at {fallback['upper_x']:.5g}x "
-                     f"(instant: {fallback['instant_x']:.5g}x)")
+        headline += (f"; the fallback kernels at their floors bound owning them at {fmt_spread(fallback['upper_x'], spread)}x "
+                     f"(instant: {fmt_spread(fallback['instant_x'], spread)}x)")
     return Finding(
         index=next_index(state), step="options", headline=headline, verdict=f"auto:{auto}",
         numbers={**{f"{o['name']}_upper_x": Number(value=o["upper_x"], unit="x",
                                                     label=f"{o['title']}: upper bound, {o['bound_from']}")
                     for o in options}, **numbers},
-        tables=[Table(title="Options", columns=OPTION_COLUMNS, rows=[option_row(o) for o in options]), *tables],
+        tables=[Table(title="Options", columns=OPTION_COLUMNS, rows=[option_row(o, spread) for o in options]), *tables],
         evidence=sorted({s for f in ("survey", "levers", "profile", "grid", "gates") if finding_for(state, f)
                          for s in finding_for(state, f).evidence}),
         labels=list(levers.labels),

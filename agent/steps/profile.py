@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from agent.engines import bench_args, execution_levers, measured_batch, shapes_for, with_levers
+from agent.engines import bench_args, best_setting, measured_batch, shapes_for, with_levers
 from agent.session import Session
 from agent.state import Finding, InvestigationState, Number, Table, finding_for, next_index
 from agent.steps import StepFailed
 from agent.steps.levers import interpretation_labels, throughput
 from agent.steps.survey import target_of
+from reports.format import fmt
 from tools import trace
 
 TOP_KERNELS = 12
@@ -24,6 +25,40 @@ def work_at(result_data: dict, batch: int) -> dict | None:
     return next((w for w in result_data.get("attention_work") or [] if w["batch"] == batch), None)
 
 
+def attribute_dominant(session: Session, refs: dict, trace_info: dict, ref: dict, top, steps: int) -> tuple[dict, dict | None]:
+    """The dominant kernel's operation: from the setting's own trace when it has per-kernel launches,
+    else from the eager profile of the same step the engine wrote beside a graph replay. Returns
+    (data["operation"], the eager trace's compact summary or None)."""
+    found = trace.attribute([session.artifact_path(ref)], top.name)
+    op = found.dominant.to_dict()
+    source, used, eager = "same trace", ref, None
+    eager_name = trace_info.get("eager_file")
+    if op["status"] == trace.ops.NEEDS_EAGER and eager_name in refs:
+        used = refs[eager_name]
+        eager_path = session.artifact_path(used)
+        eager_summary = trace.summarize([eager_path]).merged
+        eager_row = next((k for k in eager_summary.kernels if k.name == top.name), None)
+        eager = {
+            "file": used["path"], "note": "eager profile of the same step, written for attribution (the setting's trace is a graph replay)",
+            "kernel_time_us": eager_summary.kernel_time_us, "steps": eager_summary.steps,
+            "in_step_window_us": eager_summary.in_step_window_us, "between_steps_idle_us": eager_summary.between_steps_idle_us,
+            "dominant": eager_row.to_dict() if eager_row else None,
+        }
+        op = trace.attribute([eager_path], top.name).dominant.to_dict()
+        source = "eager profile"
+        op["attributed_steps"] = eager_summary.steps or steps
+    else:
+        op["attributed_steps"] = steps
+    op.update(source=source, trace=used["path"], attributed_total_us=op["total_us"])
+    if op["status"] == trace.ops.ATTRIBUTED:
+        # The operation's time in the setting's own trace: the dominant kernel as the setting ran it (all
+        # of it), plus the operation's other kernels per step as attributed (a graph replays the same kernels).
+        inside = next((k["total_us"] for k in op["kernels"] if k["name"] == top.name), 0.0)
+        op["other_us"] = (op["attributed_total_us"] - inside) / op["attributed_steps"] * steps
+        op["total_us"] = top.total_us + op["other_us"]
+    return op, eager
+
+
 def profile_decode(state: InvestigationState, session: Session) -> Finding:
     """Trace ``profile.steps`` decode steps of the deployment's setting (with the execution levers
     that moved throughput up, e.g. CUDA graphs), timing the same setting, then rank the kernels:
@@ -31,15 +66,20 @@ def profile_decode(state: InvestigationState, session: Session) -> Finding:
     the target's dominant share. The engine's bytes/FLOPs per step of each attention kernel at the
     profiled batch ride along (``data.attention_work``) for the kernels' floors. A trace whose
     kernels are hidden (CUDA-graph launches without kernel events) is reported as incomplete and
-    nothing is ranked from it."""
+    nothing is ranked from it.
+
+    The dominant kernel's operation (the frame launching it: the attention wrapper with its merge and
+    sink) is attributed from the trace's launches (tools.trace.ops; from the eager twin the engine
+    writes beside a graph replay): ``data.operation`` and ``numbers.operation_ms``. The profiler's own
+    gaps between steps are reported (``between_steps_idle_ms``) and kept out of ``in_step_window_ms``."""
     target = target_of(state)
     device = finding_for(state, "survey").data["box"]["device"]
     batch = target.profile.batch or measured_batch(target, device)
-    applied = execution_levers(target, finding_for(state, "levers").data["levers"])
-    setting = with_levers(target, applied)
+    applied = best_setting(target, finding_for(state, "levers").data)
+    setting = with_levers(target, applied, device)
     args = bench_args(target, device, setting, [batch], profile={"batch": batch, "steps": target.profile.steps})
     result = session.call("engine.bench", args)
-    seq = [result["call_seq"]]
+    seq = [result["seq"]]
     if not result["ok"]:
         raise StepFailed(f"the profiling run failed: {result['error']}")
     trace_info = result["data"].get("trace")
@@ -88,8 +128,8 @@ def profile_decode(state: InvestigationState, session: Session) -> Finding:
                   for name, total in sorted(merged.categories.items(), key=lambda item: -item[1])]
     unit = "host range" if host_ranges else "kernel"
     if top:
-        headline = (f"{top.name} is {100 * top.share:.1f}% of {unit} time ({top.total_us / 1000:.3g} of "
-                    f"{kernel_ms:.4g} ms over {steps} decode steps at batch {batch}, {setting.label}); "
+        headline = (f"{top.name} is {100 * top.share:.1f}% of {unit} time ({fmt(top.total_us / 1000, '.3g')} of "
+                    f"{fmt(kernel_ms, '.4g')} ms over {steps} decode steps at batch {batch}, {setting.label}); "
                     f"GPU idle {100 * merged.idle_share:.1f}% of the window")
     else:
         leader = merged.kernels[0] if merged.kernels else None
@@ -105,7 +145,40 @@ def profile_decode(state: InvestigationState, session: Session) -> Finding:
         "batch": Number(value=batch, label="batch profiled"),
         **setting_numbers,
     }
+    tables = []
+    operation, eager = None, None
+    where = "host" if host_ranges else "GPU"
+    if merged.in_step_window_us is not None:
+        numbers["in_step_window_ms"] = Number(value=merged.in_step_window_us / 1000, unit="ms",
+                                              label=f"{where} window inside the {len(merged.step_windows)} profiled steps (between-step gaps left out)", seqs=seq)
+        numbers["between_steps_idle_ms"] = Number(value=merged.between_steps_idle_us / 1000, unit="ms",
+                                                  label=f"{where} idle between profiled steps (the profiler's sync and prof.step())", seqs=seq)
+        if merged.step_windows:
+            numbers["step_window_ms"] = Number(value=merged.in_step_window_us / 1000 / len(merged.step_windows), unit="ms",
+                                               label=f"{where} window of one profiled step", seqs=seq)
     if top:
+        numbers["dominant_step_ms"] = Number(value=top.total_us / 1000 / steps, unit="ms", label=f"{top.name} a step", seqs=seq)
+        operation, eager = attribute_dominant(session, refs, trace_info, ref, top, steps)
+        if operation["status"] == trace.ops.ATTRIBUTED:
+            name = operation["name"]
+            via = " (other kernels from the eager profile)" if operation["source"] == "eager profile" else ""
+            numbers["operation_ms"] = Number(value=operation["total_us"] / 1000, unit="ms",
+                                             label=f"{name}: {top.name} and the rest of its operation{via}", seqs=seq)
+            numbers["operation_share"] = Number(value=operation["total_us"] / merged.kernel_time_us, unit="fraction",
+                                                label=f"{name} share of {unit} time", seqs=seq)
+            numbers["operation_step_ms"] = Number(value=operation["total_us"] / 1000 / steps, unit="ms", label=f"{name} a step", seqs=seq)
+            numbers["operation_other_ms"] = Number(value=operation["other_us"] / 1000, unit="ms",
+                                                   label=f"{name} less {top.name}: its merge, sink, fills{via}", seqs=seq)
+            if operation["source"] == "eager profile":
+                numbers["operation_eager_ms"] = Number(value=operation["attributed_total_us"] / 1000, unit="ms",
+                                                       label=f"{name} in the eager profile of the same step", seqs=seq)
+            headline += f"; its operation {name} (the call that launches it) is {fmt(operation['total_us'] / 1000, '.3g')} ms"
+            frame = operation.get("frame")
+            rows_op = [[short_name(k["name"]), k["calls"], k["total_us"] / 1000] for k in operation["kernels"][:TOP_KERNELS]]
+            tables.append(Table(
+                title=f"Operation {name}" + (f" ({frame['function']}, {frame['file']}:{frame['line']})" if frame else ""),
+                columns=["kernel", "calls", "total ms"], rows=rows_op,
+                note=f"attributed from the {operation['source']}: {operation['rule']}"))
         numbers["dominant_ms"] = Number(value=top.total_us / 1000, unit="ms", label=f"{top.name} total", seqs=seq)
         numbers["dominant_share"] = Number(value=top.share, unit="fraction", label=f"{top.name} share of {unit} time", seqs=seq)
         numbers["dominant_calls"] = Number(value=top.calls, unit="calls", label=f"{top.name} launches", seqs=seq)
@@ -120,8 +193,9 @@ def profile_decode(state: InvestigationState, session: Session) -> Finding:
             Table(title=f"Top {unit}s", columns=["name", "category", "calls", "total ms", "mean us", "share"], rows=rows,
                   note="host ranges under the Triton CPU interpreter, not GPU kernels" if host_ranges else ""),
             Table(title="Categories", columns=["category", "total ms", "share"], rows=categories),
+            *tables,
         ],
-        artifacts={"trace": ref["path"]},
+        artifacts={"trace": ref["path"], **({"eager_trace": eager["file"]} if eager else {})},
         evidence=seq,
         labels=labels,
         data={
@@ -135,5 +209,7 @@ def profile_decode(state: InvestigationState, session: Session) -> Finding:
             "attention_work": work_at(result["data"], batch),
             "kind": summary.kind,
             "setting": setting_data,
+            "operation": operation,
+            "eager_summary": eager,
         },
     )

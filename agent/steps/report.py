@@ -1,7 +1,8 @@
-"""Report: PROFILE_FINDINGS.md from the findings, with its plots."""
+"""Report: the consistency check over all findings, then PROFILE_FINDINGS.md with its plots."""
 
 from __future__ import annotations
 
+from agent import consistency
 from agent.rundir import REPORT
 from agent.session import Session
 from agent.state import Finding, InvestigationState, finding_for, findings_of, next_index
@@ -15,8 +16,11 @@ def make_plots(state: InvestigationState, session: Session) -> dict[str, str]:
     made = {}
     levers = finding_for(state, "levers")
     if levers:
-        settings = [(r["name"], r.get("tok_s")) for r in levers.data["levers"]]
-        png = plots.lever_sweep(levers.number("baseline_tok_s"), levers.number("noise_threshold"), settings)
+        base = levers.number("baseline_tok_s")
+        settings = [(r["name"], r.get("tok_s"), tuple(base * x for x in r["interval"]) if r.get("interval") else None)
+                    for r in levers.data["levers"]]
+        detectable = levers.numbers.get("smallest_detectable_effect")
+        png = plots.lever_sweep(base, detectable.value if detectable else None, settings)
         made["lever_sweep"] = session.store_artifact_bytes(png, "lever_sweep.png")["path"]
     profile = finding_for(state, "profile")
     if profile and profile.data.get("complete"):
@@ -25,23 +29,34 @@ def make_plots(state: InvestigationState, session: Session) -> dict[str, str]:
         made["kernel_shares"] = session.store_artifact_bytes(png, "kernel_shares.png")["path"]
     ceiling = finding_for(state, "ceiling")
     if ceiling:
-        png = plots.ceiling(ceiling.number("baseline_tok_s"), ceiling.number("ceiling_tok_s"), ceiling.number("goal_tok_s"))
+        tok_s = ceiling.number("baseline_tok_s")
+        bounds = [("kernel instant", tok_s * ceiling.number("kernel_instant_x"))]
+        if "operation_instant_x" in ceiling.numbers:
+            bounds.append(("operation instant", tok_s * ceiling.number("operation_instant_x")))
+        png = plots.ceiling(tok_s, bounds, ceiling.number("goal_tok_s"))
         made["ceiling"] = session.store_artifact_bytes(png, "ceiling.png")["path"]
     return made
 
 
 def write_report(state: InvestigationState, session: Session) -> Finding:
-    """Render PROFILE_FINDINGS.md (Jinja, numbers formatted explicitly) and its plots from the
-    findings and the decision. No tool calls."""
+    """First hold every measurement against every bound the run stated for the same setting, and
+    every prediction against its measurement (``agent.consistency``); then render PROFILE_FINDINGS.md
+    (Jinja, numbers formatted explicitly) and its plots from the findings, the decision and that
+    check, whose failures get their own section. No tool calls."""
     target = target_of(state)
     plot_paths = make_plots(state, session)
     run = {"run_id": state["run_id"], "target": target.name, "description": target.description.strip(),
            "started": state["started"]}
-    text = render_report(findings_of(state), state.get("decision"), run, plot_paths)
+    findings = findings_of(state)
+    held = consistency.check(findings, target.model_dump(mode="json"))
+    text = render_report(findings, state.get("decision"), run, plot_paths, held)
     session.run.write_file(REPORT, text.encode())
+    failures = held.failures
     return Finding(
         index=next_index(state), step="report",
-        headline=f"{REPORT} written from {len(findings_of(state))} findings",
-        verdict="written", artifacts={"report": REPORT, **plot_paths},
-        data={"plots": plot_paths},
+        headline=(f"{REPORT} written from {len(findings)} findings; the consistency check held "
+                  f"{len(held.checks)} bound/prediction against measurement pair(s): "
+                  + (f"{len(failures)} where the model failed" if failures else "none failed")),
+        verdict="model-failed" if failures else "written", artifacts={"report": REPORT, **plot_paths},
+        data={"plots": plot_paths, "consistency": held.model_dump(mode="json")},
     )

@@ -1,13 +1,19 @@
-"""Split-K: build the rewrite of the dominant kernel on the box, check it, time it, re-run the engine."""
+"""Split-K: re-run the engine with the rewrite, check and time it at the calls the engine made, and
+hold the measurement against the prediction and the ceiling."""
 
 from __future__ import annotations
 
+from statistics import stdev
+from typing import Any
+
+from agent import consistency, stats
 from agent.engines import Setting, bench_args
 from agent.session import Session
-from agent.state import Finding, InvestigationState, Number, Table, finding_for, next_index
+from agent.state import Finding, InvestigationState, Number, Table, finding_for, findings_of, next_index
 from agent.steps import StepFailed
-from agent.steps.ceiling import amdahl
+from agent.steps.ceiling import amdahl, profile_times
 from agent.steps.levers import interpretation_labels, throughput
+from agent.steps.profile import attribute_dominant
 from agent.steps.survey import target_of
 from tools import trace
 
@@ -19,90 +25,250 @@ def replacement_time_us(baseline_kernels: list[dict], splitk_kernels: list[dict]
     return sum(k["total_us"] for k in splitk_kernels if k["name"] not in before or k["name"] == dominant)
 
 
+def vanished_kernels(baseline_kernels: list[dict], splitk_kernels: list[dict]) -> list[dict]:
+    """Kernels of the baseline trace that the split-K trace no longer has (the old wrapper's own)."""
+    after = {k["name"] for k in splitk_kernels}
+    return [{"name": k["name"], "calls": k["calls"], "total_us": k["total_us"]} for k in baseline_kernels
+            if k["name"] not in after]
+
+
 def worst_error(check: dict, key: str) -> float | None:
     """The largest error of one kind against the float32 reference over the check's input variants."""
     values = [v["vs_reference"][key] for v in check.get("variants", {}).values() if key in v.get("vs_reference", {})]
     return max(values) if values else None
 
 
+def engine_calls(run: dict, batch: int) -> list[dict]:
+    rows = [r for r in run["data"]["results"] if r["batch"] == batch]
+    return (rows[0].get("attention_calls") or []) if rows else []
+
+
+def call_label(call: dict) -> str:
+    caches = "window" + (f" + compressed (width {call['extra_topk']})" if call.get("extra_topk") else "")
+    return f"{caches}, top-k width {call['topk']}"
+
+
+def check_calls(session: Session, calls: list[dict], device: str, seqs: list[int]) -> tuple[list[dict], list[str]]:
+    """The rewrite checked (and on a GPU, timed) at each distinct call the engine made, in that call's
+    form (its caches, its sink) and with the configuration the engine's wrapper chose for it."""
+    rows, problems = [], []
+    for call in calls:
+        args = {"batch": call["batch"], "topk": call["topk"], "heads": call["heads"], "device": device,
+                "extra_topk": call.get("extra_topk"), "sink": bool(call.get("sink"))}
+        check = session.call("kernel.splitk_check", args)
+        seqs.append(check["seq"])
+        row = {"call": call, "check_seq": check["seq"], "check_ok": check["ok"], "check": check.get("data")}
+        if not check["ok"]:
+            problems.append(f"{call_label(call)}: {check['error']}")
+        elif (check["data"] or {}).get("config_name") != call.get("config"):
+            problems.append(f"{call_label(call)}: the check ran config {check['data'].get('config_name')}, "
+                            f"the engine {call.get('config')}")
+        if device == "cuda":
+            bench = session.call("kernel.splitk_bench", {k: v for k, v in args.items() if k != "device"})
+            seqs.append(bench["seq"])
+            row.update(bench_seq=bench["seq"], bench_ok=bench["ok"], bench=bench.get("data") if bench["ok"] else None,
+                       bench_error=bench.get("error"))
+        rows.append(row)
+    return rows, problems
+
+
+def operation_us(session: Session, run: dict, summary, before_kernels: list[dict]) -> tuple[float | None, dict]:
+    """The attention operation's GPU time in the split-K run, attributed as the profile step
+    attributes the baseline's (its eager twin where the run was graph-replayed), around the largest of
+    the kernels that replaced the dominant one."""
+    before = {k["name"] for k in before_kernels}
+    new = [k for k in summary.merged.kernels if k.name not in before]
+    if not new:
+        return None, {"status": "no replacement kernel in the trace"}
+    refs = {ref["name"]: ref for ref in run["artifacts"]}
+    info = run["data"]["trace"]
+    op, _ = attribute_dominant(session, refs, info, refs[info["file"]], new[0], summary.merged.steps or info["steps"])
+    return (op["total_us"] if op["status"] == trace.ops.ATTRIBUTED else None), op
+
+
+def _run_ms(run: dict, batch: int) -> float:
+    return throughput(run, batch)["step_ms"]
+
+
 def build_splitk(state: InvestigationState, session: Session) -> Finding:
-    """Check the split-K kernel against the float32 reference and the original on the box at the
-    profiled shapes, time both where the box has a GPU, re-run the engine with it (profiled the same
-    way as the baseline), and set the measured results beside the Amdahl prediction made from the
-    measured kernel speedup. Fails when the kernel is wrong: a fast wrong kernel is no option."""
+    """Re-run the engine with the split-K rewrite (profiled the same way as the profiled setting),
+    then check it against the float32 reference and the original at each distinct attention call the
+    engine made (its shapes, caches, sink, and the configuration the wrapper chose), timing each on a
+    GPU beside its share of the step; measure the engine again, alternating with the profiled setting,
+    for the interval of the speedup; and hold that measurement against the predictions (Amdahl with the
+    kernel's and the operation's measured speedups) and the ceiling's bounds. A wrong kernel fails the
+    step: a fast wrong kernel is no option. A measurement above a bound makes the verdict say the
+    model failed."""
     target = target_of(state)
     survey, profile, levers = (finding_for(state, s) for s in ("survey", "profile", "levers"))
     device = survey.data["box"]["device"]
     batch = profile.data["batch"]
-    shapes = profile.data.get("shapes") or {}
-    heads = shapes.get("kernel_heads")
-    topk = shapes.get("topk")
-    if not heads or not topk:
-        raise StepFailed("the profile did not report the attention shapes it ran (kernel_heads, topk)")
-    seqs = []
-    check = session.call("kernel.splitk_check", {"batch": batch, "topk": topk, "heads": heads, "device": device})
-    seqs.append(check["call_seq"])
-    if not check["ok"]:
-        raise StepFailed(f"the split-K kernel failed its check: {check['error']}")
-    bench = None
-    if device == "cuda":
-        bench = session.call("kernel.splitk_bench", {"batch": batch, "topk": topk, "heads": heads})
-        seqs.append(bench["call_seq"])
     profiled = profile.data["setting"]
     setting = Setting(f"{profiled['label']} + split-K", {**profiled["env"], target.engine.attention_env: "splitk"},
                       dict(profiled["options"]))
+    reference = Setting(profiled["label"], dict(profiled["env"]), dict(profiled["options"]))
+    seqs: list[int] = []
     run = session.call("engine.bench", bench_args(target, device, setting, [batch],
                                                   profile={"batch": batch, "steps": target.profile.steps}))
-    seqs.append(run["call_seq"])
+    seqs.append(run["seq"])
     if not run["ok"]:
         raise StepFailed(f"the engine failed with the split-K kernel: {run['error']}")
+    calls = engine_calls(run, batch)
+    if not calls:
+        raise StepFailed("the engine reported no attention calls to check the split-K kernel at")
+    call_rows, problems = check_calls(session, calls, device, seqs)
+    if problems:
+        raise StepFailed("the split-K kernel failed its check at the engine's calls: " + "; ".join(problems))
+
+    # The speedup's interval: more runs of both settings, alternating (runs are the unit of noise).
+    noise = target.thresholds.noise
+    rounds = noise.rewrite_rounds
+    # The profiled runs (the profile step's and this step's first) are left out, as a sweep's warm-up:
+    # the first run of a new kernel in a process pays for its compile and cold caches.
+    pairs: list[tuple[float, float]] = []
+    runs = {"reference": [], "splitk": [], "profiled_splitk_ms": _run_ms(run, batch)}
+    for r in range(1, rounds + 1):
+        a = session.call("engine.bench", bench_args(target, device, reference, [batch], repeat=r))
+        b = session.call("engine.bench", bench_args(target, device, setting, [batch], repeat=r))
+        seqs += [a["seq"], b["seq"]]
+        if a["ok"] and b["ok"]:
+            pairs.append((_run_ms(a, batch), _run_ms(b, batch)))
+            runs["reference"].append(pairs[-1][0])
+            runs["splitk"].append(pairs[-1][1])
+    interval = stats.paired_interval(pairs, noise.confidence)
+    if interval.ratio is None:
+        raise StepFailed(f"no round measured both the profiled setting and split-K ({rounds} tried)")
+
     measured = throughput(run, batch)
     refs = {ref["name"]: ref for ref in run["artifacts"]}
     split_summary = trace.summarize([session.artifact_path(refs[run["data"]["trace"]["file"]])])
+    before_kernels = profile.data["summary"]["merged"]["kernels"]
+    after_kernels = [k.to_dict() for k in split_summary.merged.kernels]
     dominant = profile.data["dominant"]
-    t_before = dominant["total_us"]
-    t_after = replacement_time_us(profile.data["summary"]["merged"]["kernels"],
-                                  [k.to_dict() for k in split_summary.merged.kernels], dominant["name"])
+    times = profile_times(profile)
+    steps, window = times["steps"], times["window_ms"]
+    t_before = dominant["total_us"] / 1000
+    t_after = replacement_time_us(before_kernels, after_kernels, dominant["name"]) / 1000
     kernel_speedup = t_before / t_after if t_after else None
-    total = profile.number("total_ms")
-    predicted_x = amdahl(total, t_before / 1000, kernel_speedup) if kernel_speedup else None
-    steps = profile.number("steps")
-    timed_step, kernel_step = profile.number("timed_step_ms"), t_before / 1000 / steps
-    predicted_timed_x = (amdahl(timed_step, kernel_step, kernel_speedup)
-                         if kernel_speedup and kernel_step < timed_step else None)
+    op_before = times["operation_ms"]
+    op_after_us, attribution = operation_us(session, run, split_summary, before_kernels) if op_before is not None else (None, {})
+    op_speedup = op_before / (op_after_us / 1000) if op_before and op_after_us else None
+    predicted_x = amdahl(window, t_before, kernel_speedup) if kernel_speedup else None
+    predicted_op_x = amdahl(window, op_before, op_speedup) if op_speedup else None
+    prediction_intervals = {key: _prediction_interval(times, part, x, s)
+                            for key, part, x, s in (("predicted_x", t_before, predicted_x, kernel_speedup),
+                                                    ("predicted_operation_x", op_before, predicted_op_x, op_speedup))
+                            if x is not None}
     baseline_tok_s = profile.number("setting_tok_s")
-    measured_x = measured["tok_s"] / baseline_tok_s
-    threshold = levers.number("noise_threshold")
-    agrees = predicted_x is not None and abs(measured_x - predicted_x) / predicted_x <= threshold
-    errors = check["data"]
+    measured_x = interval.ratio
+    measured_tok_s = baseline_tok_s * measured_x
+    launches = {"before": sum(k["calls"] for k in before_kernels) / steps,
+                "after": sum(k["calls"] for k in after_kernels) / steps}
+    gone = vanished_kernels(before_kernels, after_kernels)
+    now = split_summary.merged.kernels[0].to_dict() if split_summary.merged.kernels else None
+
+    run_seqs = [s for s in seqs if s == run["seq"]] + profile.numbers["setting_tok_s"].seqs
+    numbers = {
+        "kernel_speedup": Number(value=kernel_speedup, unit="x", label=f"{dominant['name']} time / the kernels that replaced it (profiles)", seqs=[run["seq"]] + profile.evidence),
+        "predicted_x": Number(value=predicted_x, unit="x", label="Amdahl with the kernel's measured speedup (shares of W)", seqs=[run["seq"]] + profile.evidence),
+        "measured_x": Number(value=measured_x, unit="x", label=f"engine tok/s with split-K / {profiled['label']}: geometric mean over {len(pairs)} paired round(s)", seqs=sorted(set(seqs) | set(run_seqs)),
+                             spread=_half_width(interval)),
+        "measured_low_x": Number(value=interval.low, unit="x", label=f"{100 * noise.confidence:.0f}% interval, low", seqs=sorted(set(seqs))),
+        "measured_high_x": Number(value=interval.high, unit="x", label=f"{100 * noise.confidence:.0f}% interval, high", seqs=sorted(set(seqs))),
+        "splitk_tok_s": Number(value=measured_tok_s, unit="tok/s", label=f"engine with split-K (projected to {target.model.layers} layers)", seqs=sorted(set(seqs))),
+        "launches_before": Number(value=launches["before"], unit="launches/step", label="kernel launches a step, profiled setting", seqs=profile.evidence),
+        "launches_after": Number(value=launches["after"], unit="launches/step", label="kernel launches a step, with split-K", seqs=[run["seq"]]),
+        "check_out_rel_err": Number(value=max((worst_error(r["check"] or {}, "out_norm_rel") or 0) for r in call_rows), label="worst norm-wise relative error of the output vs float32, over the engine's calls", seqs=[r["check_seq"] for r in call_rows]),
+        "check_lse_abs_err": Number(value=max((worst_error(r["check"] or {}, "lse_max_abs") or 0) for r in call_rows), label="worst LSE error vs float32, over the engine's calls", seqs=[r["check_seq"] for r in call_rows]),
+    }
+    if predicted_op_x is not None:
+        numbers["operation_speedup"] = Number(value=op_speedup, unit="x", label="the attention operation's time before / after (profiles)", seqs=[run["seq"]] + profile.evidence)
+        numbers["predicted_operation_x"] = Number(value=predicted_op_x, unit="x", label="Amdahl with the operation's measured speedup (shares of W)", seqs=[run["seq"]] + profile.evidence)
+    if now:
+        numbers["dominant_after_share"] = Number(value=now["share"], unit="fraction", label=f"{now['name']}: the largest kernel with split-K", seqs=[run["seq"]])
+
+    # Hold the measurement against the ceiling's bounds and the predictions, with this comparison's noise.
+    interim = Finding(index=next_index(state), step="splitk", headline="", verdict="", numbers=numbers,
+                      data={"measured_interval": [interval.low, interval.high] if interval.low is not None else None,
+                            "measured_interval_basis": _basis(interval, len(pairs)), "vanished_kernels": gone,
+                            "launches_per_step": launches, "prediction_intervals": prediction_intervals})
+    held = consistency.check(findings_of(state) + [interim], target.model_dump(mode="json"))
+    mine = [c for c in held.checks if c.measurement == "split-K rewrite"]
+    violated = [c for c in mine if c.verdict == "violated"]
+    missed = [c for c in mine if c.verdict == "missed"]
+    verdict = "model-failed" if violated else ("prediction-missed" if missed else "prediction-holds")
+
     rows = [
-        ["kernel time in the profile", t_before / 1000, t_after / 1000, kernel_speedup],
-        [f"engine tok/s ({profiled['label']})", baseline_tok_s, measured["tok_s"], measured_x],
+        [f"{dominant['name']} in the profile (ms)", t_before, t_after, kernel_speedup],
+        *([["the attention operation in the profile (ms)", op_before, op_after_us / 1000, op_speedup]] if op_speedup else []),
+        [f"engine tok/s ({profiled['label']}), projected", baseline_tok_s, measured_tok_s, measured_x],
+        ["kernel launches a step", launches["before"], launches["after"], None],
     ]
-    if bench and bench["ok"]:
-        data = bench["data"]
-        rows.append(["kernel alone, graph-replay median (us)", data.get("upstream_graph_us"), data.get("rewrite_graph_us"),
-                     data.get("speedup_vs_upstream")])
-    timed_text = f" ({predicted_timed_x:.3g}x against the timed step)" if predicted_timed_x else ""
-    headline = (f"split-K: kernel {kernel_speedup:.3g}x faster in the profile; Amdahl predicts {predicted_x:.3g}x{timed_text}, "
-                f"the engine measured {measured_x:.3g}x ({baseline_tok_s:.3g} -> {measured['tok_s']:.3g} tok/s)"
+    call_table = [[call_label(r["call"]), r["call"].get("calls_per_step"), r["call"].get("config"),
+                   r["call"].get("splits"), r["call"].get("extra_splits"),
+                   worst_error(r["check"] or {}, "out_norm_rel"),
+                   (r.get("bench") or {}).get("upstream_graph_us"), (r.get("bench") or {}).get("rewrite_graph_us"),
+                   (r.get("bench") or {}).get("speedup_vs_upstream"),
+                   _share_of_step(r, measured["step_ms"]), ", ".join(str(s) for s in (r["check_seq"], r.get("bench_seq")) if s)]
+                  for r in call_rows]
+    pred = f"predicts {predicted_op_x:.3g}x from the operation, {predicted_x:.3g}x from the kernel" if predicted_op_x else (
+        f"predicts {predicted_x:.3g}x from the kernel" if predicted_x else "has no prediction")
+    ival = f" [{interval.low:.3g}, {interval.high:.3g}]" if interval.low is not None else ""
+    headline = (f"split-K: {dominant['name']} {kernel_speedup:.3g}x faster in the profile; Amdahl {pred}; the engine "
+                f"measured {measured_x:.3g}x{ival} ({baseline_tok_s:.3g} -> {measured_tok_s:.3g} tok/s, projected)"
                 if kernel_speedup else "split-K: the replacement kernels were not found in the trace")
+    if violated:
+        headline += f"; above the bound {violated[0].claim_x:.3g}x ({violated[0].claim}): the model failed"
+    elif missed:
+        headline += "; the prediction missed"
     return Finding(
-        index=next_index(state), step="splitk", headline=headline,
-        verdict=("prediction-holds" if agrees else "prediction-misses") if predicted_x else "unmeasured",
-        numbers={
-            "kernel_speedup": Number(value=kernel_speedup, unit="x", label="dominant kernel time / split-K kernels' time (profiles)", seqs=[run["call_seq"]] + profile.evidence),
-            "predicted_x": Number(value=predicted_x, unit="x", label="Amdahl with the measured kernel speedup", seqs=[run["call_seq"]] + profile.evidence),
-            "predicted_timed_x": Number(value=predicted_timed_x, unit="x", label="the same, T = the step timed without the profiler", seqs=[run["call_seq"]] + profile.evidence),
-            "measured_x": Number(value=measured_x, unit="x", label="engine tok/s with split-K / baseline", seqs=[run["call_seq"]] + profile.numbers["setting_tok_s"].seqs),
-            "splitk_tok_s": Number(value=measured["tok_s"], unit="tok/s", label="engine with split-K", seqs=[run["call_seq"]]),
-            "check_out_rel_err": Number(value=worst_error(errors, "out_norm_rel"), label="worst norm-wise relative error of the output vs float32", seqs=[check["call_seq"]]),
-            "check_lse_abs_err": Number(value=worst_error(errors, "lse_max_abs"), label="worst LSE error vs float32", seqs=[check["call_seq"]]),
-        },
+        index=next_index(state), step="splitk", headline=headline, verdict=verdict, numbers=numbers,
         tables=[Table(title="Split-K against the original", columns=["measure", "original", "split-K", "ratio"], rows=rows,
-                      note=f"the prediction holds when measured and predicted agree within the noise threshold ({100 * threshold:.1f}%)")],
+                      note=f"measured: {_basis(interval, len(pairs))}; kernel and operation times from the two profiles"),
+                Table(title="The engine's attention calls, checked and timed as the engine made them",
+                      columns=["call", "calls a step", "config", "splits", "compressed splits", "error vs float32",
+                               "upstream us", "split-K us", "speedup", "share of the step", "log"], rows=call_table,
+                      note="each distinct call of one decode step, in its own form (caches, sink, index widths) and "
+                           "with the configuration the wrapper chose; us: CUDA-graph replay medians on the box; share: "
+                           "split-K us x calls a step / the split-K engine's timed step")],
         artifacts={"trace": refs[run["data"]["trace"]["file"]]["path"]},
-        evidence=seqs, labels=interpretation_labels(state),
-        data={"check": errors, "bench": bench["data"] if bench else None, "kernel_speedup": kernel_speedup,
-              "predicted_x": predicted_x, "predicted_timed_x": predicted_timed_x, "measured_x": measured_x, "agrees": agrees},
+        evidence=sorted(set(seqs)), labels=interpretation_labels(state),
+        data={"calls": call_rows, "kernel_speedup": kernel_speedup, "operation_speedup": op_speedup,
+              "operation_after": attribution, "predicted_x": predicted_x, "predicted_operation_x": predicted_op_x,
+              "measured_x": measured_x, "measured_interval": interim.data["measured_interval"],
+              "measured_interval_basis": interim.data["measured_interval_basis"], "runs_ms": runs,
+              "vanished_kernels": gone, "launches_per_step": launches, "dominant_after": now,
+              "prediction_intervals": prediction_intervals,
+              "checks": [c.model_dump(mode="json") for c in mine]},
     )
+
+
+def _prediction_interval(times: dict[str, Any], part_ms: float, x: float, speedup: float) -> list[float] | None:
+    """A prediction's interval from what it rests on: the rest of the step plus the part's new time,
+    ``R + t/s`` a step, varies at most as the profiled steps' windows do."""
+    windows = times["step_windows_ms"]
+    if len(windows) < 2:
+        return None
+    remaining = (times["window_ms"] - part_ms + part_ms / speedup) / times["steps"]
+    spread = stdev(windows) / remaining if remaining > 0 else None
+    return [x / (1 + spread), x * (1 + spread)] if spread is not None else None
+
+
+def _half_width(interval: stats.Interval) -> float | None:
+    if interval.low is None or not interval.ratio:
+        return None
+    return (interval.high - interval.low) / 2 / interval.ratio
+
+
+def _basis(interval: stats.Interval, pairs: int) -> str:
+    if interval.low is None:
+        return f"{pairs} paired run(s): {interval.note or 'no interval'}"
+    return (f"{100 * interval.confidence:.0f}% t-interval over {pairs} rounds alternating the profiled setting and "
+            f"split-K (runs are the unit)" + (f"; {interval.note}" if interval.note else ""))
+
+
+def _share_of_step(row: dict[str, Any], step_ms: float) -> float | None:
+    bench = row.get("bench") or {}
+    if not bench.get("rewrite_graph_us") or not step_ms:
+        return None
+    return bench["rewrite_graph_us"] * row["call"].get("calls_per_step", 1) / 1000 / step_ms

@@ -65,7 +65,7 @@ def survey_box(state: InvestigationState, session: Session) -> Finding:
     reason = stand_in_reason(target, box)
     software = survey["software"]
     declared = target.deployment
-    seq = [result["call_seq"]]
+    seq = [result["seq"]]
     if box["device"] == "cuda":
         what = f"{box['gpus']}x {box['gpu']} (sm_{box['sm']}, {box['sm_count']} SMs)"
     else:

@@ -75,6 +75,7 @@ def make_case(
     sink: bool = False,
     topk_length: bool = True,
     page_size: int = PAGE_SIZE,
+    extra_topk: Optional[int] = None,
 ) -> dict:
     """Fresh random inputs for one call: q, a written cache (and an extra one), indices and lengths."""
     gen = torch.Generator().manual_seed(seed)
@@ -103,7 +104,7 @@ def make_case(
     case = dict(q=q, k_cache=k_cache, indices=indices, topk_length=lens, attn_sink=None, softmax_scale=None)
     case.update(extra_k_cache=None, extra_indices=None, extra_topk_length=None)
     if extra:
-        extra_topk = max(1, topk // 2 + 5)
+        extra_topk = extra_topk or max(1, topk // 2 + 5)
         e_cache, e_idx, e_lens = cache_for(extra_topk, EXTRA_PAGE_SIZE)
         case.update(extra_k_cache=e_cache, extra_indices=e_idx, extra_topk_length=e_lens)
     if sink:
@@ -201,6 +202,20 @@ VARIANTS = {
 }
 
 
+def config_name(cfg) -> str:
+    """The CONFIGS name of a tile configuration (the engine's call log uses the same names)."""
+    return next((name for name, c in CONFIGS.items() if c is not None and c == cfg), "other")
+
+
+def _variant(name: str, engine_call: Optional[dict]) -> dict:
+    """make_case keyword arguments of a variant; ``engine_call`` is the engine's own call form."""
+    if name == "engine_call":
+        call = engine_call or {}
+        return dict(extra=call.get("extra_topk") is not None, extra_topk=call.get("extra_topk"),
+                    sink=bool(call.get("sink")), topk_length=True)
+    return VARIANTS[name]
+
+
 def run_check(
     batch: int,
     topk: int,
@@ -212,15 +227,18 @@ def run_check(
     with_upstream: bool = True,
     num_splits: Optional[int] = None,
     config=None,
+    engine_call: Optional[dict] = None,
 ) -> dict:
     """The check at one shape, over the input variants; a JSON-ready dict.
 
     ``config`` (a KernelConfig) overrides ``choose_config``; ``num_splits`` the split heuristic.
+    ``engine_call`` ({"extra_topk": N or None, "sink": bool}) is the form of one call the engine makes
+    (variant ``engine_call``): the compressed cache's index width and whether a sink is passed.
     """
     dev = torch.device(device)
     results = {}
     for i, name in enumerate(variants):
-        case = make_case(batch, topk, heads, dev, seed + 1000 * i, **VARIANTS[name])
+        case = make_case(batch, topk, heads, dev, seed + 1000 * i, **_variant(name, engine_call))
         res = check_case(case, with_upstream=with_upstream, num_splits=num_splits, config=config)
         res["splits"] = smd.plan_splits(batch, topk, heads, dev, num_splits)
         results[name] = res
@@ -229,12 +247,14 @@ def run_check(
         "device": device,
         "seed": seed,
         "config": (config or smd.choose_config(batch, topk, heads, smd.device_arch(dev))).__dict__,
+        "config_name": config_name(config or smd.choose_config(batch, topk, heads, smd.device_arch(dev))),
         "thresholds": {
             "out_norm_rel": OUT_NORM_REL_MAX,
             "out_norm_rel_vs_upstream": OUT_NORM_REL_MAX_VS_UPSTREAM,
             "lse_max_abs": LSE_ABS_MAX,
         },
         "variants": results,
+        "engine_call": engine_call,
         "ok": all(r["ok"] for r in results.values()),
     }
 
@@ -282,10 +302,14 @@ def do_bench_us(fn: Callable[[], object]) -> float:
     return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")) * 1000.0
 
 
-def run_bench(batch, topk, heads, seed, with_upstream, num_splits, config=None) -> dict:
-    """Graph-replay and do_bench medians of the kernel (and upstream) at one shape, warm L2."""
+def run_bench(batch, topk, heads, seed, with_upstream, num_splits, config=None, engine_call=None) -> dict:
+    """Graph-replay and do_bench medians of the kernel (and upstream) at one shape, warm L2;
+    with ``engine_call`` (as for ``run_check``) the call in the form the engine makes it."""
     dev = torch.device("cuda")
-    case = make_case(batch, topk, heads, dev, seed, topk_length=False)
+    if engine_call is not None:
+        case = make_case(batch, topk, heads, dev, seed, **_variant("engine_call", engine_call))
+    else:
+        case = make_case(batch, topk, heads, dev, seed, topk_length=False)
     args = _call_args(case)
     cfg = config or smd.choose_config(batch, topk, heads, smd.device_arch(dev))
     out = torch.empty(batch, 1, heads, dsv4_cache.HEAD_DIM, dtype=torch.bfloat16, device=dev)
@@ -297,7 +321,9 @@ def run_bench(batch, topk, heads, seed, with_upstream, num_splits, config=None) 
     samples = graph_replay_us([ours])
     result = {
         "shape": {"batch": batch, "topk": topk, "heads": heads},
+        "engine_call": engine_call,
         "config": cfg.__dict__,
+        "config_name": config_name(cfg),
         "splits": smd.plan_splits(batch, topk, heads, dev, num_splits),
         "rewrite_graph_us": statistics.median(samples),
         "rewrite_do_bench_us": do_bench_us(ours),
@@ -323,6 +349,10 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--num-splits", type=int, default=None)
         p.add_argument("--no-upstream", action="store_true")
         p.add_argument("--config", choices=sorted(CONFIGS), default="auto", help="tile shape (auto: choose_config)")
+        p.add_argument("--engine-call", action="store_true",
+                       help="one call in the engine's form: --extra-topk for the compressed cache, --sink")
+        p.add_argument("--extra-topk", type=int, default=None, help="with --engine-call: the compressed cache's index width")
+        p.add_argument("--sink", action="store_true", help="with --engine-call: pass an attention sink")
         if name == "check":
             p.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu")
             p.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated of {','.join(VARIANTS)}")
@@ -335,18 +365,20 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.batch < 1 or args.topk < 1 or args.heads < 1:
         print("batch, topk and heads must be >= 1", file=sys.stderr)
         return 2
+    engine_call = {"extra_topk": args.extra_topk, "sink": args.sink} if args.engine_call else None
     if args.command == "check":
         if args.device == "cpu" and not upstream.interpreter_active():
             print("--device cpu needs TRITON_INTERPRET=1 in the environment", file=sys.stderr)
             return 2
-        variants = tuple(v for v in args.variants.split(",") if v)
-        unknown = [v for v in variants if v not in VARIANTS]
+        variants = ("engine_call",) if engine_call else tuple(v for v in args.variants.split(",") if v)
+        unknown = [v for v in variants if v not in VARIANTS and v != "engine_call"]
         if unknown:
             print(f"unknown variants {unknown}", file=sys.stderr)
             return 2
         result = run_check(
             args.batch, args.topk, args.heads, args.device, seed, variants=variants,
             with_upstream=not args.no_upstream, num_splits=args.num_splits, config=CONFIGS[args.config],
+            engine_call=engine_call,
         )  # fmt: skip
         print(json.dumps(result, sort_keys=True))
         return 0 if result["ok"] else 1
@@ -354,7 +386,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         print("bench needs a CUDA device", file=sys.stderr)
         return 2
     result = run_bench(args.batch, args.topk, args.heads, seed, not args.no_upstream, args.num_splits,
-                       CONFIGS[args.config])  # fmt: skip
+                       CONFIGS[args.config], engine_call)  # fmt: skip
     result["device_name"] = torch.cuda.get_device_name()
     print(json.dumps(result, sort_keys=True))
     return 0

@@ -14,6 +14,7 @@ after the kernel, so a CPU trace shows the kernel the way a GPU trace would.
 from __future__ import annotations
 
 import importlib
+import threading
 import types
 from typing import Callable
 
@@ -111,6 +112,29 @@ def _is_triton_kernel(obj: object) -> bool:
     return type(obj).__module__.startswith("triton.") and hasattr(obj, "fn") and hasattr(type(obj), "__getitem__")
 
 
+def _off_the_profiled_thread(launch, args, kwargs):
+    """Run ``launch`` on a fresh thread and wait for it. The profiler (profile_all_threads off, its
+    default) records only the threads it started on: the interpreter's own Python calls and aten ops
+    stay out of the trace, so a trace with Python stacks stays small, and the kernel is one host
+    range, as a GPU kernel is one event."""
+    outcome: dict = {}
+    inference, grad = torch.is_inference_mode_enabled(), torch.is_grad_enabled()
+
+    def work():
+        try:
+            with torch.inference_mode(inference), torch.set_grad_enabled(grad):
+                outcome["value"] = launch(*args, **kwargs)
+        except BaseException as exc:  # re-raised on the caller's thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=work, name="triton-interpreter")
+    worker.start()
+    worker.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
+
+
 class _RangedKernel:
     """A Triton kernel whose launches run inside ``record_function(<kernel name>)``."""
 
@@ -122,8 +146,10 @@ class _RangedKernel:
         launch = self._kernel[grid]
 
         def ranged(*args, **kwargs):
-            with torch.profiler.record_function(self.name):
+            if not torch.autograd.profiler._is_profiler_enabled:
                 return launch(*args, **kwargs)
+            with torch.profiler.record_function(self.name):
+                return _off_the_profiled_thread(launch, args, kwargs)
 
         return ranged
 
@@ -183,6 +209,58 @@ def flashmla_sparse_decode(flash_mla) -> DecodeFn:
     return decode
 
 
+class CallLog:
+    """The attention calls a decode step makes, as the backend sees them: the shapes of each call and,
+    for the split-K backend, the tile configuration and split counts its wrapper chooses. The
+    rewrite is checked and timed at exactly these calls, not at shapes guessed from the model."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict] = []
+
+    def reset(self) -> None:
+        self.calls = []
+
+    def distinct(self) -> list[dict]:
+        """Distinct calls, in first-seen order, each with how many times the step made it."""
+        seen: dict[str, dict] = {}
+        for call in self.calls:
+            key = repr(sorted(call.items()))
+            seen.setdefault(key, {**call, "calls_per_step": 0})["calls_per_step"] += 1
+        return list(seen.values())
+
+
+CALLS = CallLog()
+
+
+def _describe_call(module, q, indices, topk_length, attn_sink, extra_indices) -> dict:
+    batch, _, heads, _ = q.shape
+    call = {"batch": int(batch), "heads": int(heads), "topk": int(indices.shape[-1]),
+            "extra_topk": int(extra_indices.shape[-1]) if extra_indices is not None else None,
+            "sink": attn_sink is not None, "lengths": topk_length is not None}
+    if module is not None:
+        arch = module.device_arch(q.device)
+        cfg = module.choose_config(call["batch"], call["topk"], call["heads"], arch)
+        names = {getattr(module, n): n.lower() for n in ("SMALL", "MEDIUM", "LARGE", "LARGE_SM90", "LARGE_WS")}
+        call["config"] = names.get(cfg, "other")
+        call["splits"] = module.plan_splits(call["batch"], call["topk"], call["heads"], q.device)
+        if extra_indices is not None:
+            call["extra_splits"] = module.plan_splits(call["batch"], call["extra_topk"], call["heads"], q.device)
+    return call
+
+
+def recording(fn: DecodeFn, module=None) -> DecodeFn:
+    """``fn`` with each call's shapes (and, given the split-K module, its chosen config) appended to
+    CALLS. Python-side only, so a CUDA graph captures the same kernels."""
+
+    def decode(q, k_cache, indices, topk_length, attn_sink, head_dim_v, softmax_scale,
+               extra_k_cache=None, extra_indices=None, extra_topk_length=None):
+        CALLS.calls.append(_describe_call(module, q, indices, topk_length, attn_sink, extra_indices))
+        return fn(q, k_cache, indices, topk_length, attn_sink, head_dim_v, softmax_scale,
+                  extra_k_cache, extra_indices, extra_topk_length)
+
+    return decode
+
+
 def load_backend(name: str) -> DecodeFn:
     """The decode function of backend ``name``.
 
@@ -190,7 +268,7 @@ def load_backend(name: str) -> DecodeFn:
     written yet); other import errors propagate as failures.
     """
     if name == "torch":
-        return torch_sparse_decode
+        return recording(torch_sparse_decode)
     if name == "sglang-triton":
         from tools.kernels import upstream
 
@@ -219,12 +297,11 @@ def load_backend(name: str) -> DecodeFn:
             raise BackendUnavailable(f"the flashmla backend needs the sgl-flash-mla wheel: {exc}") from None
         if not getattr(flash_mla, "has_legacy", lambda: False)():
             raise BackendUnavailable("flash_mla is installed without its legacy (sm_90) kernels")
-        return flashmla_sparse_decode(flash_mla)
+        return recording(flashmla_sparse_decode(flash_mla))
     else:
         raise ValueError(f"unknown attention backend {name!r}")
-    if _triton_interpreter():
-        return with_kernel_ranges(module, entry)
-    return getattr(module, entry)
+    fn = with_kernel_ranges(module, entry) if _triton_interpreter() else getattr(module, entry)
+    return recording(fn, module if name == "splitk" else None)
 
 
 def upstream_kernel_configs() -> tuple[dict | None, list[dict]]:

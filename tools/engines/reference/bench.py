@@ -14,11 +14,14 @@ from typing import Callable
 import torch
 
 from . import model
-from .attention import load_backend, upstream_kernel_configs
+from .attention import CALLS, load_backend, upstream_kernel_configs
 from .spec import BenchSpec, RankShapes, rank_shapes
 from .work import attention_work
 
 TRACE_NAME = "reference_trace_b{batch}.json.gz"
+# A graph replay's kernels correlate to cudaGraphLaunch, not to the frames that launched them: the same
+# step run eagerly is profiled beside it so that its kernels can be attributed to operations.
+EAGER_TRACE_NAME = "reference_trace_b{batch}_eager.json.gz"
 
 
 def resolve_device(requested: str) -> torch.device:
@@ -123,14 +126,33 @@ def time_steps(step: Callable[[], torch.Tensor], device: torch.device, steps: in
     return samples
 
 
-def profile_steps(step: Callable[[], torch.Tensor], device: torch.device, steps: int, path: Path) -> None:
+# Directions the output is projected on: enough to tell a wrong answer from rounding, few enough to log.
+SKETCH_DIRECTIONS = 32
+
+
+def output_sketch(out: torch.Tensor, seed: int) -> dict:
+    """A compact, deterministic fingerprint of a decode step's output ``(batch, hidden)``: each row
+    projected on SKETCH_DIRECTIONS fixed random directions (Gaussian, seeded by ``seed`` and the
+    hidden size, scaled by 1/sqrt(directions) so a projection keeps a vector's norm in expectation)
+    and each row's norm. Settings that compute the same function give sketches within rounding."""
+    rows = out.detach().float().cpu().reshape(out.shape[0], -1)
+    gen = torch.Generator(device="cpu").manual_seed(seed * 1_000_003 + rows.shape[1])
+    directions = torch.randn(rows.shape[1], SKETCH_DIRECTIONS, generator=gen) / SKETCH_DIRECTIONS ** 0.5
+    return {"directions": SKETCH_DIRECTIONS, "seed": seed,
+            "projections": (rows @ directions).tolist(), "row_norms": rows.norm(dim=1).tolist()}
+
+
+def profile_steps(step: Callable[[], torch.Tensor], device: torch.device, steps: int, path: Path,
+                  with_stack: bool = True) -> None:
     """torch.profiler over ``steps`` decode steps (after one profiler warm-up step), Chrome trace
-    written gzipped to ``path``; each step is a ``ProfilerStep#N`` range."""
+    written gzipped to ``path``; each step is a ``ProfilerStep#N`` range. ``with_stack`` records the
+    Python frames around each launch (tools.trace.ops attributes kernels to them)."""
     from torch.profiler import ProfilerActivity, profile, schedule
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     with profile(
         activities=activities,
+        with_stack=with_stack,
         schedule=schedule(wait=0, warmup=1, active=steps, repeat=1),
         on_trace_ready=lambda prof: prof.export_chrome_trace(str(path)),
     ) as prof:
@@ -163,23 +185,29 @@ def run(spec: BenchSpec, out_dir: Path) -> dict:
         _log(f"built {shapes.layers_run} layers (model layers {shapes.layer_ids}) on {device}")
         for batch in spec.batch_sizes:
             step, _ = _build_step(spec, shapes, weights, batch, device, attend)
+            CALLS.reset()
             out = step()
             _sync(device)
+            attention_calls = CALLS.distinct()
             if not bool(torch.isfinite(out).all()):
                 raise NonFinite(f"decode step output at batch {batch} is not finite")
             run_step = _graphed(step, device) if spec.cuda_graph else step
             samples = time_steps(run_step, device, spec.steps, max(spec.warmup - 1, 0))
+            # A graph replays into its own output buffer: replay once more to sketch what the graph computes.
+            sketch = output_sketch(run_step() if spec.cuda_graph else out, spec.seed)
             step_ms = statistics.median(samples)
             layer_ms = step_ms / shapes.layers_run
             projected_ms = layer_ms * shapes.layers_model
             results.append({
                 "batch": batch,
+                "attention_calls": attention_calls,
                 "step_ms": step_ms,
                 "step_ms_samples": samples,
                 "layer_ms": layer_ms,
                 "tok_s": batch * 1e3 / step_ms,
                 "projected_step_ms": projected_ms,
                 "tok_s_projected": batch * 1e3 / projected_ms,
+                "output_sketch": sketch,
             })
             _log(f"batch {batch}: median step {step_ms:.3f} ms over {len(samples)} steps")
             del step, run_step, out
@@ -192,8 +220,17 @@ def run(spec: BenchSpec, out_dir: Path) -> dict:
                 run_step()  # autotune and lazy init stay out of the trace
             name = TRACE_NAME.format(batch=batch)
             profile_steps(run_step, device, spec.profile.steps, out_dir / name)
-            trace = {"file": name, "batch": batch, "steps": spec.profile.steps}
+            # file: the setting as run (graph replay when cuda_graph); eager_file: its eager twin for attribution.
+            trace = {"file": name, "batch": batch, "steps": spec.profile.steps, "with_stack": True,
+                     "operation_range": model.ATTENTION_RANGE, "eager_file": None}
             _log(f"trace written: {out_dir / name}")
+            if spec.cuda_graph:
+                eager = EAGER_TRACE_NAME.format(batch=batch)
+                step()  # the eager path's own lazy init stays out of its trace
+                _sync(device)
+                profile_steps(step, device, spec.profile.steps, out_dir / eager)
+                trace["eager_file"] = eager
+                _log(f"eager trace for attribution written: {out_dir / eager}")
     kernel_config, kernel_configs = (None, [])
     if spec.attention == "sglang-triton":
         kernel_config, kernel_configs = upstream_kernel_configs()

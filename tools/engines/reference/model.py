@@ -18,6 +18,7 @@ replicated, as in SGLang. No collective runs (a single process stands for one ra
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 
@@ -34,6 +35,17 @@ ROUTED_SCALING = 1.5  # DeepSeek-V4 routed_scaling_factor
 ROPE_THETA = 10000.0  # window-only layers
 COMPRESS_ROPE_THETA = 40000.0  # c4 / c128 layers
 DTYPE = torch.bfloat16
+# The record_function range around the attention call (SGLang's wrapper: its kernels, partial merge
+# and sink), so a trace attributes them to one operation. The "op:" prefix is what tools/trace/host.py
+# reads as an operation rather than a unit of work (OPERATION_PREFIX).
+ATTENTION_RANGE = "op:sparse_decode"
+
+
+def _operation_range(name: str):
+    """A record_function range while a profiler records, else nothing: the timed steps stay as they were."""
+    if torch.autograd.profiler._is_profiler_enabled:
+        return torch.profiler.record_function(name)
+    return contextlib.nullcontext()
 
 
 @dataclass
@@ -259,10 +271,11 @@ def attention_block(x: torch.Tensor, w: LayerWeights, st: LayerState, shapes: Ra
     if w.ratio == 4:
         extra_indices = indexer_topk(h, q_lora, w, st, shapes)
 
-    out, _ = attend(
-        st.q_padded.unsqueeze(1), st.swa_cache, st.swa_indices, st.swa_lengths, w.attn_sink, head_dim,
-        head_dim ** -0.5, st.extra_cache, extra_indices, st.extra_lengths,
-    )
+    with _operation_range(ATTENTION_RANGE):
+        out, _ = attend(
+            st.q_padded.unsqueeze(1), st.swa_cache, st.swa_indices, st.swa_lengths, w.attn_sink, head_dim,
+            head_dim ** -0.5, st.extra_cache, extra_indices, st.extra_lengths,
+        )
     o = out[:, 0, :heads]
     o = torch.cat([o[..., :nope], apply_rope(o[..., nope:], st.cos, st.sin, inverse=True)], dim=-1)
     groups = shapes.o_groups_per_rank
