@@ -58,7 +58,7 @@ def cmd_investigate(args) -> int:
         outcome = runner.resume(Path(args.resume), box, args.decide, ask, progress)
     else:
         outcome = runner.investigate(args.target, Path(args.runs_dir), box, args.decide, ask, progress,
-                                     run_id=args.run_id, argv=sys.argv[1:])
+                                     run_id=args.run_id, argv=sys.argv[1:], budget=args.budget)
     getattr(progress, "close", lambda: None)()
     return _report(outcome)
 
@@ -159,6 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--box", default="local", help="the machine to measure (default: local)")
     p.add_argument("--box-python", help="Python interpreter on the box (default: this one)")
     p.add_argument("--engine", choices=["reference", "sglang"], help="engine (default: the target's)")
+    p.add_argument("--budget", choices=["quick", "normal"], default=None,
+                   help="quick halves the lever sweep's rounds (wider intervals) for a shorter run; recorded in the "
+                        "run's target (default: the target's, normally 'normal')")
     p.set_defaults(func=cmd_investigate)
 
     p = sub.add_parser("replay", help="re-run a finished run with every tool result served from its log")

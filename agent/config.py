@@ -142,6 +142,11 @@ class Lever(_Strict):
     flags: list[str] = Field(default_factory=list)
     options: dict[str, Any] = Field(default_factory=dict)
     note: str = ""
+    skip_on: dict[Literal["cpu", "cuda"], str] = Field(
+        default_factory=dict, description="devices the lever is not tried on, each with the reason the report gives")
+    planted: Literal["null", "delay"] | None = Field(
+        default=None, description="a calibration lever of known effect: null changes nothing the engine reads; "
+                                  "delay plants a spin of options.delay_frac of the step (the sweep checks both)")
 
     @model_validator(mode="after")
     def _has_setting(self) -> "Lever":
@@ -164,7 +169,10 @@ class Noise(_Strict):
     warmup_runs: Annotated[int, Field(ge=0)] = Field(default=1, description="baseline runs first, discarded (cold caches, compiles)")
     confidence: Annotated[float, Field(gt=0.5, lt=1)] = Field(default=0.95, description="confidence of the ratio intervals")
     min_effect: Annotated[float, Field(ge=0, lt=1)] = Field(
-        default=0.03, description="smallest relative throughput change that counts as a move (symmetric in log)")
+        default=0.03, description="smallest relative throughput change that counts as a move (symmetric in log), "
+                                  "on a GPU box")
+    min_effect_cpu: Annotated[float, Field(ge=0, lt=1)] | None = Field(
+        default=None, description="the same on a CPU box, whose interpreted runs vary more (default: min_effect)")
     output_rtol: Annotated[float, Field(gt=0, lt=1)] = Field(
         default=0.02, description="largest norm-relative difference of a lever's output sketch from the baseline's")
 
@@ -172,8 +180,42 @@ class Noise(_Strict):
         default=3, description="rounds alternating the profiled setting and a built rewrite (its effect is "
                                "large, so few rounds give it a useful interval)")
 
+    budget: Literal["quick", "normal"] = Field(
+        default="normal", description="quick halves the rounds (rounded up, at least 2) for a shorter run: "
+                                      "wider intervals, a larger smallest detectable effect")
+
     def rounds_for(self, device: str) -> int:
-        return self.rounds if device == "cuda" else self.rounds_cpu
+        """Rounds of the lever sweep on ``device`` under the budget."""
+        return self.rounds_for_budget(device, self.budget)
+
+    def rounds_for_budget(self, device: str, budget: str) -> int:
+        return budget_rounds(self.rounds if device == "cuda" else self.rounds_cpu, budget)
+
+    def min_effect_for(self, device: str) -> float:
+        if device == "cuda" or self.min_effect_cpu is None:
+            return self.min_effect
+        return self.min_effect_cpu
+
+
+BUDGETS = ("quick", "normal")
+
+
+def budget_rounds(rounds: int, budget: str) -> int:
+    """Rounds under a budget: normal keeps them; quick halves them, rounded up, never below 2 (an
+    interval needs two rounds)."""
+    if budget not in BUDGETS:
+        raise ValueError(f"unknown budget {budget!r} (expected one of {', '.join(BUDGETS)})")
+    return rounds if budget == "normal" else max(2, -(-rounds // 2))
+
+
+def with_budget(target: "Target", budget: str | None) -> "Target":
+    """The target with its sweep budget set (None: as the target says), so the run's recorded
+    target carries it and a replay reproduces it."""
+    if budget is None:
+        return target
+    budget_rounds(2, budget)
+    noise = target.thresholds.noise.model_copy(update={"budget": budget})
+    return target.model_copy(update={"thresholds": target.thresholds.model_copy(update={"noise": noise})})
 
 
 class Thresholds(_Strict):

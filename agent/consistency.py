@@ -12,11 +12,14 @@ step samples), so it runs the same live, on replay, and on an old journal.
 
 from __future__ import annotations
 
+import math
+
 from typing import Any, Callable, Iterable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent.state import Finding
+from reports.format import fmt
 
 # Backends whose kernels run under Triton's interpreter on a CPU box (the others run natively there).
 TRITON_BACKENDS = {"sglang-triton", "splitk"}
@@ -41,10 +44,15 @@ class Setting(_Model):
     def differences(self, other: "Setting") -> set[str]:
         keys = {k for k in set(self.env) | set(other.env) if self.env.get(k) != other.env.get(k)}
         keys |= {f"option:{k}" for k in set(self.options) | set(other.options)
-                 if bool(self.options.get(k)) != bool(other.options.get(k))}
+                 if _unset(self.options.get(k)) != _unset(other.options.get(k))}
         if self.backend != other.backend:
             keys.add("backend")
         return keys
+
+
+def _unset(value: Any) -> Any:
+    """An option left out and one set to False/None mean the same: the engine's default (off)."""
+    return None if value is None or value is False else value
 
 
 class Bound(_Model):
@@ -151,12 +159,22 @@ def backend_of(setting: Setting, attention_env: str) -> str | None:
     return ENV_BACKENDS.get(value, value) if value is not None else None
 
 
-def bounds_of(by: dict[str, Finding]) -> list[Bound]:
-    """The ceiling's bounds (the dominant kernel instant; its operation instant, where the profile
-    attributed one) and the options' bounds, each on the profiled setting."""
-    profile, ceiling, options = by.get("profile"), by.get("ceiling"), by.get("options")
-    if profile is None or ceiling is None:
-        return []
+def bounds_of(findings: list[Finding]) -> list[Bound]:
+    """Every ceiling's bounds (each on the setting the profile before it explained: a run that went
+    on from a better setting has two) and the options' bounds, on the last profiled setting."""
+    bounds, profile = [], None
+    for f in findings:
+        if f.step == "profile":
+            profile = f
+        elif f.step == "ceiling" and profile is not None:
+            bounds += _ceiling_bounds(profile, f, None)
+    by = _by_step(findings)
+    if by.get("options") is not None and by.get("profile") is not None and by.get("ceiling") is not None:
+        bounds += _ceiling_bounds(by["profile"], by["ceiling"], by["options"], options_only=True)
+    return bounds
+
+
+def _ceiling_bounds(profile: Finding, ceiling: Finding, options: Finding | None, options_only: bool = False) -> list[Bound]:
     reference = profiled_setting(profile)
     tok_s = _value(ceiling, "baseline_tok_s")
     kernel = ceiling.data.get("kernel", "the dominant kernel")
@@ -171,7 +189,7 @@ def bounds_of(by: dict[str, Finding]) -> list[Bound]:
         ("timed_instant_speedup", "kernel", kernel, "T the step timed without the profiler"),
     ]
     seen = set()
-    for key, scope, what, basis in candidates:
+    for key, scope, what, basis in ([] if options_only else candidates):
         x = _value(ceiling, key)
         if x is None or what is None or (scope, round(x, 12)) in seen:
             continue
@@ -185,8 +203,10 @@ def bounds_of(by: dict[str, Finding]) -> list[Bound]:
             if option.get("name") == "accept-ceiling" or not option.get("offered") or option.get("upper_x") is None:
                 continue
             applies = {"splitk": "splitk", "own-fallbacks": "declared", "move-hardware": "what-if"}.get(option["name"], "any")
+            # owning the fallbacks and moving hardware are bounded by the fallback kernels alone
+            scope = "operation" if "operation" in option.get("bound_from", "") else "kernel"
             bounds.append(Bound(name=f"option {option['name']}: {option.get('bound_from', '')}".strip(), finding=options.stem,
-                                scope="option", operation=kernel, reference=reference, reference_tok_s=ref_tok_s,
+                                scope=scope, operation=kernel, reference=reference, reference_tok_s=ref_tok_s,
                                 x=option["upper_x"], basis=option.get("bound_from", ""), applies_to=applies,
                                 spread=ceiling.numbers["ceiling_tok_s"].spread if "ceiling_tok_s" in ceiling.numbers else None))
     return bounds
@@ -324,11 +344,13 @@ def _low(m: Measurement) -> float:
 
 
 def hold(bounds: list[Bound], measurements: list[Measurement], predictions: list[Prediction],
-         attention_env: str, cause: str = "") -> list[Check]:
+         attention_env: str, causes: dict[str, str] | None = None) -> list[Check]:
     """Every bound against every measurement it covers; every prediction against its measurement.
-    ``cause`` is what the run found about why its model may fail, set on each violation."""
+    ``causes`` (by measurement name, "*" for any) is what the run found about why its model may fail,
+    set on each violation."""
+    causes = causes or {}
     checks: list[Check] = []
-    has_operation_bound = any(b.scope == "operation" for b in bounds)
+    with_operation_bound = {b.reference.label for b in bounds if b.scope == "operation"}
     for m in measurements:
         for b in bounds:
             if not _applies(b, m, attention_env):
@@ -343,14 +365,14 @@ def hold(bounds: list[Bound], measurements: list[Measurement], predictions: list
             if _low(m) <= b.x:
                 checks.append(Check(**base, verdict="holds", note=m.noise))
                 continue
-            if b.scope == "kernel" and has_operation_bound:
+            if b.scope == "kernel" and b.reference.label in with_operation_bound:
                 # The backend replaced the whole operation, so the kernel-only bound does not cover it; the
                 # operation's bound (held in its own row) does.
                 checks.append(Check(**base, verdict="beyond the kernel bound", note=(
                     "the measurement replaced the whole operation, not only the kernel: held against the "
                     "operation's bound instead")))
                 continue
-            checks.append(Check(**base, verdict="violated", note=m.noise, cause=cause))
+            checks.append(Check(**base, verdict="violated", note=m.noise, cause=causes.get(m.name, causes.get("*", ""))))
     named = {m.name: m for m in measurements}
     for p in predictions:
         m = named.get(p.measurement)
@@ -365,41 +387,58 @@ def hold(bounds: list[Bound], measurements: list[Measurement], predictions: list
             checks.append(Check(**base, verdict="holds", note=m.noise))
         else:
             claimed = f"; the finding's verdict said {p.verdict_claimed}" if p.verdict_claimed else ""
-            checks.append(Check(**base, verdict="missed", note=m.noise + claimed, cause=cause))
+            checks.append(Check(**base, verdict="missed", note=m.noise + claimed, cause=causes.get(m.name, causes.get("*", ""))))
     return checks
 
 
-def causes_of(by: dict[str, Finding]) -> str:
-    """What the run itself can say about why a measurement beat a bound: the operation's other
-    kernels the bound left in "the rest", and the profiler's own gaps inside T."""
+def causes_of(by: dict[str, Finding]) -> dict[str, str]:
+    """What the run itself can say about why a measurement beat a bound or missed a prediction, by
+    measurement name ("*" for any): the bound's own reach (a kernel-only bound, T with the profiler's
+    gaps in it), and for the rewrite what its profiles show changed outside the operation (the old
+    wrapper's other kernels gone, fewer launches and their gaps, the profiler stretching the two
+    settings differently)."""
     profile, ceiling, splitk = by.get("profile"), by.get("ceiling"), by.get("splitk")
-    reasons = []
+    general, reasons = [], []
     if ceiling is not None and "operation_instant_x" not in ceiling.numbers:
-        reasons.append(f"the bound counts {ceiling.data.get('kernel', 'the kernel')} alone, while a backend replaces "
+        general.append(f"the bound counts {ceiling.data.get('kernel', 'the kernel')} alone, while a backend replaces "
                        "the whole attention call (its wrapper's own kernels sit in the bound's rest)")
+    elif ceiling is not None:
+        general.append("the operation's bound leaves the rest of the step as profiled, but a backend that replaces the "
+                       "call can also change what lies between kernels (launch gaps, synchronizations)")
     profiled, timed = _value(ceiling, "profiled_step_ms"), _value(ceiling, "timed_step_ms")
     if profiled and timed and profiled > timed and "kernel_instant_x" not in (ceiling.numbers if ceiling else {}):
-        reasons.append(f"T is the profiled window, {profiled:.3g} ms a step against {timed:.3g} ms timed without the "
+        general.append(f"T is the profiled window, {profiled:.3g} ms a step against {timed:.3g} ms timed without the "
                        f"profiler: {profiled - timed:.2g} ms a step are the profiler's own gaps")
     vanished = (splitk.data.get("vanished_kernels") if splitk is not None else None) or []
+    kernel = ceiling.data.get("kernel") if ceiling is not None else None
+    vanished = [k for k in vanished if k["name"] != kernel]
     if vanished and profile is not None:
         steps = _value(profile, "steps") or 1
-        total = sum(k["total_us"] for k in vanished) / 1000 / steps
-        reasons.append(f"{len(vanished)} kernels of the baseline are gone with the rewrite ({total:.3g} ms a step), "
-                       "outside the kernel the bound made instant")
+        total = math.fsum(k["total_us"] for k in vanished) / 1000 / steps
+        reasons.append(f"{len(vanished)} other kernels of the profiled setting are gone with the rewrite "
+                       f"({fmt(total, '.3g')} ms a step), outside the kernel a kernel-only bound made instant")
+    stretch = splitk.data.get("profiler_stretch") if splitk is not None else None
+    if stretch and abs(stretch["after"] / stretch["before"] - 1) > 0.05:
+        reasons.append(f"the profiler stretched the two settings' steps differently ({stretch['before']:.2f}x for the "
+                       f"profiled setting, {fmt(stretch['before_window_ms'], '.4g')} ms against "
+                       f"{fmt(stretch['before_timed_ms'], '.4g')} ms timed; {stretch['after']:.2f}x with split-K, "
+                       f"{fmt(stretch['after_window_ms'], '.4g')} against {fmt(stretch['after_timed_ms'], '.4g')} ms), so "
+                       "speedups read from the two profiles are not the speedups the timed runs see")
     launches = splitk.data.get("launches_per_step") if splitk is not None else None
     if launches:
-        reasons.append(f"launches a step {launches['before']:g} -> {launches['after']:g}")
-    return "; ".join(reasons)
+        reasons.append(f"kernel launches a step {launches['before']:g} -> {launches['after']:g} (each launch's gap "
+                       "inside the step goes with it)")
+    return {"*": "; ".join(general), "split-K rewrite": "; ".join(general + reasons)}
 
 
 def check(findings: Iterable[Finding], target: dict[str, Any], samples: SampleLookup | None = None) -> Consistency:
     """Hold every measurement in ``findings`` against every bound they state and every prediction
     against its measurement. ``target`` is the run's target as data (the journal's ``run_start``);
     ``samples`` maps a tool-call line to that run's step samples (for findings that lack them)."""
+    findings = list(findings)
     by = _by_step(findings)
     attention_env = (target.get("engine") or {}).get("attention_env", "SGLANG_SM120_FLASHMLA_BACKEND")
-    bounds = bounds_of(by)
+    bounds = bounds_of(list(findings))
     measurements = measurements_of(by, target, samples)
     predictions = predictions_of(by)
     return Consistency(bounds=bounds, measurements=measurements, predictions=predictions,

@@ -28,8 +28,13 @@ class Setting:
     backend: str | None = None
 
 
+# The reference engine's options (tools/engines/reference/spec.py BenchSpec), with their defaults.
+ENGINE_OPTIONS = {"cuda_graph": False, "compile": False, "moe": "grouped", "steps_per_graph": 1, "delay_frac": 0.0}
 # Engine options a box must have a GPU for.
 GPU_OPTIONS = {"cuda_graph"}
+# Options that need a GPU when set away from their default, and why.
+GPU_ONLY = {"cuda_graph": "CUDA graphs need a GPU", "steps_per_graph": "steps per graph replay need CUDA graphs (a GPU)",
+            "delay_frac": "the planted delay is a GPU spin (torch.cuda._sleep)"}
 
 
 def baseline_options(target: Target, device: str | None) -> tuple[dict[str, Any], list[str]]:
@@ -115,12 +120,22 @@ def applicability(target: Target, lever: Lever, device: str) -> str | None:
         return f"applies to {', '.join(lever.engines)}, not the {target.engine.kind} engine"
     if lever.kind == "flag":
         return "server flags apply to a live SGLang server, not the reference engine"
-    if lever.options.get("cuda_graph") and device != "cuda":
-        return "CUDA graphs need a GPU; this box has none"
-    unknown = sorted(set(lever.options) - {"cuda_graph"})
+    if device in lever.skip_on:
+        return lever.skip_on[device]
+    unknown = sorted(set(lever.options) - set(ENGINE_OPTIONS))
     if unknown:
         return f"the reference engine has no option {', '.join(unknown)}"
+    if device != "cuda":
+        for name, why in GPU_ONLY.items():
+            if lever.options.get(name, ENGINE_OPTIONS[name]) != ENGINE_OPTIONS[name]:
+                return f"{why}; this box has none"
     base, setting = baseline(target, device), with_lever(target, lever, device)
+    options = {**ENGINE_OPTIONS, **setting.options}
+    if options["moe"] == "loop" and options["cuda_graph"]:
+        return ("the per-expert MoE loop reads each expert's token count on the host, which a CUDA graph cannot "
+                "capture: the lever must also set cuda_graph false")
+    if options["steps_per_graph"] > 1 and not options["cuda_graph"]:
+        return "steps per graph replay need the setting to run with CUDA graphs"
     if (setting.env, setting.options) == (base.env, base.options):
         held = ", ".join(f"{k}={v}" for k, v in sorted({**lever.env, **lever.options}.items()))
         why = "; this box has no GPU" if device != "cuda" and set(lever.options) & GPU_OPTIONS else ""
@@ -160,6 +175,9 @@ def bench_spec(target: Target, device: str, setting: Setting, batch_sizes: list[
         "steps": shapes.steps,
         "warmup": shapes.warmup,
         "cuda_graph": bool(setting.options.get("cuda_graph", False)),
+        # other options only when set away from their defaults, so specs without them stay as they were logged
+        **{name: setting.options[name] for name, default in ENGINE_OPTIONS.items()
+           if name != "cuda_graph" and setting.options.get(name, default) != default},
         "profile": profile,
         "seed": 0,
         "overrides": dict(shapes.overrides) or None,
@@ -177,6 +195,27 @@ def bench_args(target: Target, device: str, setting: Setting, batch_sizes: list[
         "env": setting.env,
         "timeout_s": target.engine.timeout_s,
     }
+
+
+def sweep_args(target: Target, device: str, runs: list[tuple[str, Setting]], batch: int) -> dict[str, Any]:
+    """Arguments of one ``engine.sweep`` call: the first setting's bench spec as the base, then each
+    (label, setting) as the base with its per-run changes (attention, engine options) and env."""
+    specs = [bench_spec(target, device, setting, [batch]) for _, setting in runs]
+    base = specs[0]
+    out = []
+    for (label, setting), spec in zip(runs, specs):
+        shared = {k: v for k, v in spec.items() if k not in SWEEP_RUN_FIELDS}
+        if shared != {k: v for k, v in base.items() if k not in SWEEP_RUN_FIELDS}:
+            raise ValueError(f"{label}: differs from the sweep's base beyond its per-run fields")
+        changes = {k: spec.get(k, ENGINE_OPTIONS.get(k)) for k in SWEEP_RUN_FIELDS
+                   if spec.get(k, ENGINE_OPTIONS.get(k)) != base.get(k, ENGINE_OPTIONS.get(k))}
+        out.append({"label": label, "changes": changes, "env": setting.env})
+    return {"label": f"sweep of {len(runs)} runs", "spec": {"base": base, "runs": out},
+            "env": runs[0][1].env, "timeout_s": target.engine.timeout_s}
+
+
+# tools/engines/reference/spec.py RUN_FIELDS: what one run of a sweep may change.
+SWEEP_RUN_FIELDS = ("attention", "cuda_graph", "compile", "moe", "steps_per_graph", "delay_frac")
 
 
 def profiled_shapes(target: Target, device: str) -> dict[str, int]:

@@ -17,6 +17,7 @@ from agent.steps.levers import sweep_levers
 from agent.steps.options import await_decision, propose_options
 from agent.steps.profile import profile_decode
 from agent.steps.report import write_report
+from agent.steps.round2 import round2
 from agent.steps.splitk import build_splitk
 from agent.steps.survey import survey_box
 
@@ -37,6 +38,7 @@ def build_graph(checkpointer=None):
     graph.add_node("propose_options", as_node("options", propose_options))
     graph.add_node("await_decision", await_decision)
     graph.add_node("build_splitk", as_node("splitk", build_splitk))
+    graph.add_node("round2", as_node("round2", round2))
     graph.add_node("write_report", as_node("report", write_report))
 
     graph.add_edge(START, "survey_box")
@@ -44,10 +46,11 @@ def build_graph(checkpointer=None):
     graph.add_conditional_edges("sweep_levers", routes.after_levers)
     graph.add_conditional_edges("profile_decode", routes.after_profile)
     graph.add_edge("read_grid", "compute_ceiling")
-    graph.add_edge("compute_ceiling", "scan_gates")
+    graph.add_conditional_edges("compute_ceiling", routes.after_ceiling)
     graph.add_edge("scan_gates", "propose_options")
     graph.add_edge("propose_options", "await_decision")
     graph.add_conditional_edges("await_decision", routes.after_decision)
-    graph.add_edge("build_splitk", "write_report")
+    graph.add_edge("build_splitk", "round2")
+    graph.add_edge("round2", "write_report")
     graph.add_edge("write_report", END)
     return graph.compile(checkpointer=checkpointer)

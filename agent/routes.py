@@ -20,5 +20,12 @@ def after_profile(state: InvestigationState) -> Literal["read_grid", "compute_ce
     return "read_grid" if profile.data["dominant"] else "compute_ceiling"
 
 
+def after_ceiling(state: InvestigationState) -> Literal["profile_decode", "scan_gates"]:
+    """A backend lever measured above the ceiling of the profiled setting: the model was wrong about
+    that setting, so the investigation goes on from the best measured setting (once)."""
+    ceiling = finding_for(state, "ceiling")
+    return "profile_decode" if ceiling.data.get("beaten_by") and ceiling.data.get("round", 1) == 1 else "scan_gates"
+
+
 def after_decision(state: InvestigationState) -> Literal["build_splitk", "write_report"]:
     return "build_splitk" if (state.get("decision") or {}).get("choice") == "splitk" else "write_report"

@@ -20,7 +20,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
 from agent import consistency
-from agent.config import Target, TargetError, load_target, parse_target
+from agent.config import Target, TargetError, load_target, parse_target, with_budget
 from agent.engines import backend_for, baseline
 from agent.graph import RunContext, build_graph
 from agent.rundir import BUNDLE, REPORT, CommitSpec, RunDir, RunDirError, check_runs_dir, lock_holder
@@ -74,10 +74,12 @@ def new_run_id(target: Target) -> str:
 
 
 def investigate(target_ref: str, runs_dir: Path, box: Box, decide: str | None, ask: Ask | None = None,
-                progress: Progress | None = None, run_id: str | None = None, argv: list[str] | None = None) -> Outcome:
+                progress: Progress | None = None, run_id: str | None = None, argv: list[str] | None = None,
+                budget: str | None = None) -> Outcome:
     progress = progress or SilentProgress()
     try:
         target, target_path = load_target(target_ref)
+        target = with_budget(target, budget)  # in the recorded target, so a replay runs the same rounds
         check_runs_dir(runs_dir)
         preflight(target, box)
         run = RunDir.create(runs_dir, run_id or new_run_id(target))

@@ -46,6 +46,9 @@ def summarize_args(tool: str, args: dict[str, Any]) -> str:
         spec = args.get("spec", {})
         return f"attention={spec.get('attention')} batches={spec.get('batch_sizes')}" + (
             " +trace" if spec.get("profile") else "") + (f" [{args['label']}]" if args.get("label") else "")
+    if tool == "engine.sweep":
+        runs = args.get("spec", {}).get("runs", [])
+        return f"{len(runs)} runs in one process" + (f" [{args['label']}]" if args.get("label") else "")
     keys = [k for k in ("kernel", "sm", "arch") if k in args]
     return " ".join(f"{k}={args[k]}" for k in keys)
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
-StepName = Literal["survey", "levers", "profile", "grid", "ceiling", "gates", "options", "splitk", "report"]
+StepName = Literal["survey", "levers", "profile", "grid", "ceiling", "gates", "options", "splitk", "round2", "report"]
 
 
 class Number(BaseModel):

@@ -1,7 +1,8 @@
 """Lever statistics: medians, ratio intervals and verdicts from per-run step samples.
 
-A sweep runs the baseline (A) and each lever (B, C, ...) interleaved, ``A B A C ...`` per round,
-after a warm-up run that is discarded. Runs, not step samples, are the unit of independence: each
+A sweep runs the baseline (A) and each lever (B, C, ...) interleaved, a baseline run then the
+levers each round (``A B C``, or ``A B A C``), after a warm-up run that is discarded; each lever run
+is paired with the latest baseline run of its round before it. Runs, not step samples, are the unit of independence: each
 run is reduced to the median of its step samples (its *run median*) and only run medians enter
 the statistics. Step samples within one process are correlated (same compiled kernels, same
 allocation, same clocks), so treating them as independent would make intervals far too narrow.
@@ -235,9 +236,10 @@ def speed_verdict(interval: Interval | None, min_effect: float) -> str:
 def analyze_sweep(runs: list[Run], confidence: float, min_effect: float) -> Sweep:
     """Statistics of a sweep from its runs in the order they ran.
 
-    Warm-up runs are dropped. Each lever run is paired with the run just before it when that is a
-    successful baseline run (the ``A`` of its ``A L`` slot); a lever run whose neighbour failed
-    counts as ``unpaired`` and enters the lever's median but not its interval. Failed runs
+    Warm-up runs are dropped. Each lever run is paired with the latest baseline run before it in
+    the same round when that run succeeded (the ``A`` of its round, or of its ``A L`` slot); a lever
+    run whose baseline run failed, or that has none in its round, counts as ``unpaired`` and enters
+    the lever's median but not its interval. Failed runs
     (``samples`` None) are counted, never silently dropped. The baseline's median is the median
     of all its run medians."""
     kept = [r for r in runs if not r.warmup]
@@ -246,12 +248,17 @@ def analyze_sweep(runs: list[Run], confidence: float, min_effect: float) -> Swee
     lever_names = list(dict.fromkeys(r.setting for r in kept if r.setting != BASELINE))
     pairs: dict[str, list[tuple[float, float]]] = {name: [] for name in lever_names}
     unpaired = dict.fromkeys(lever_names, 0)
-    for i, run in enumerate(runs):
-        if run.warmup or run.setting == BASELINE or run.step_ms is None:
+    latest: Run | None = None  # the latest non-warm-up baseline run, successful or not
+    for run in runs:
+        if run.warmup:
             continue
-        before = runs[i - 1] if i > 0 else None
-        if before is not None and before.setting == BASELINE and not before.warmup and before.step_ms is not None:
-            pairs[run.setting].append((before.step_ms, run.step_ms))
+        if run.setting == BASELINE:
+            latest = run
+            continue
+        if run.step_ms is None:
+            continue
+        if latest is not None and latest.round == run.round and latest.step_ms is not None:
+            pairs[run.setting].append((latest.step_ms, run.step_ms))
         else:
             unpaired[run.setting] += 1
     levers = {}
@@ -272,6 +279,24 @@ def analyze_sweep(runs: list[Run], confidence: float, min_effect: float) -> Swee
     )
 
 
+def row_errors(base: dict, other: dict) -> list[float]:
+    """Per output row (one a request): the larger of its projections' norm-relative difference and
+    its norm's relative difference, between two output sketches. Raises ValueError when the
+    sketches are not of the same rows and directions."""
+    pb, po = base["projections"], other["projections"]
+    if (base.get("directions"), base.get("seed")) != (other.get("directions"), other.get("seed")) or \
+            [len(r) for r in pb] != [len(r) for r in po]:
+        raise ValueError("output sketches of different rows or directions cannot be compared")
+    errors = []
+    for rb, ro, nb, no in zip(pb, po, base["row_norms"], other["row_norms"]):
+        diff = math.sqrt(math.fsum((x - y) ** 2 for x, y in zip(rb, ro)))
+        scale = math.sqrt(math.fsum(x * x for x in rb))
+        proj = diff / scale if scale else (0.0 if diff == 0 else math.inf)
+        norm = abs(no - nb) / nb if nb else (0.0 if no == nb else math.inf)
+        errors.append(max(proj, norm))
+    return errors
+
+
 def output_error(base: dict, other: dict) -> float:
     """Norm-relative difference of two output sketches (``output_sketch`` of the reference
     engine): the larger of ||P_other - P_base|| / ||P_base|| over all rows' projections and the
@@ -281,8 +306,8 @@ def output_error(base: dict, other: dict) -> float:
     if (base.get("directions"), base.get("seed")) != (other.get("directions"), other.get("seed")) or \
             [len(r) for r in pb] != [len(r) for r in po]:
         raise ValueError("output sketches of different rows or directions cannot be compared")
-    diff = math.sqrt(sum((x - y) ** 2 for rb, ro in zip(pb, po) for x, y in zip(rb, ro)))
-    scale = math.sqrt(sum(x * x for row in pb for x in row))
+    diff = math.sqrt(math.fsum((x - y) ** 2 for rb, ro in zip(pb, po) for x, y in zip(rb, ro)))
+    scale = math.sqrt(math.fsum(x * x for row in pb for x in row))
     proj = diff / scale if scale else (0.0 if diff == 0 else math.inf)
     norms = [abs(o - b) / b if b else (0.0 if o == b else math.inf)
              for b, o in zip(base["row_norms"], other["row_norms"])]

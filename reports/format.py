@@ -72,3 +72,9 @@ def fmt_spread(value: Any, spread: float | None, unit: str = "", default: int = 
     rounded = round(value, digits - 1 - magnitude)
     decimals = max(0, digits - 1 - magnitude)
     return fmt(rounded, f",.{decimals}f", unit)
+
+
+def short(name: Any, width: int = 100) -> str:
+    """A kernel name cut for a table or a headline: mangled C++ templates run to thousands of characters."""
+    text = str(name)
+    return text if len(text) <= width else text[: width - 3] + "..."

@@ -9,7 +9,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from agent.consistency import Consistency
 from agent.state import Finding, Table
-from reports.format import cell, fmt, fmt_spread, pct, signed_pct
+from reports.format import cell, fmt, fmt_spread, pct, short, signed_pct
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 
@@ -17,7 +17,7 @@ TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 def _env() -> Environment:
     env = Environment(loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined, keep_trailing_newline=True,
                       trim_blocks=True, lstrip_blocks=True, autoescape=False)
-    env.filters.update(fmt=fmt, pct=pct, signed_pct=signed_pct, cell=cell)
+    env.filters.update(fmt=fmt, pct=pct, signed_pct=signed_pct, cell=cell, short=short)
     env.globals.update(log_links=log_links, finding_link=finding_link, num=num, table=table, decision_table=decision_table)
     return env
 

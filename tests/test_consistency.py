@@ -87,3 +87,35 @@ def test_a_violation_planted_in_a_fresh_run_is_reported(dsv4_run):
     assert not [c for c in honest.checks if c.kind == "bound" and c.verdict == "violated"]
     planted = check(_planted(findings, 1.5), target)
     assert [c for c in planted.checks if c.measurement == "split-K rewrite" and c.verdict == "violated"]
+
+
+def test_a_backend_lever_above_the_ceiling_sends_the_investigation_on_from_it():
+    """The ceiling step finds a lever that replaced the operation and beat its bound; the router then
+    profiles again, and the profile step takes the best measured setting."""
+    from agent import routes
+    from agent.config import load_target
+    from agent.steps.ceiling import compute_ceiling
+
+    events, _, findings = _journal(OLD / "h200" / "log.jsonl")
+    target, _ = load_target("dsv4-flash")
+    survey, profile = _step(findings, "survey"), _step(findings, "profile")
+    base = 100.0
+    levers = Finding(index=2, step="levers", headline="", verdict="goal-not-met",
+                     numbers={"baseline_tok_s": {"value": base}},
+                     data={"levers": [{"name": "attention-torch-fallback", "status": "moves up", "tok_s": 3.0 * base,
+                                       "ratio": 3.0, "interval": [2.9, 3.1], "comparable": True,
+                                       "output": {"ok": True}}],
+                           "baseline_options": dict(profile.data["setting"]["options"]), "goal_met": False})
+    state = {"target": target.model_dump(mode="json"),
+             "findings": [f.model_dump(mode="json") for f in (survey, levers, profile)]}
+    ceiling = compute_ceiling(state, None)
+    assert ceiling.data["beaten_by"] == ["attention-torch-fallback"] and ceiling.verdict == "model-failed"
+    state["findings"].append(ceiling.model_dump(mode="json"))
+    assert routes.after_ceiling(state) == "profile_decode"
+    # an honest lever (within the bound) leaves the investigation on the deployment's setting
+    levers.data["levers"][0].update(ratio=1.5, interval=[1.4, 1.6], tok_s=1.5 * base)
+    state["findings"] = [f.model_dump(mode="json") for f in (survey, levers, profile)]
+    honest = compute_ceiling(state, None)
+    assert "beaten_by" not in honest.data
+    state["findings"].append(honest.model_dump(mode="json"))
+    assert routes.after_ceiling(state) == "scan_gates"

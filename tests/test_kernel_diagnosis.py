@@ -181,6 +181,14 @@ def test_ncu_stall_parser_reads_raw_stall_metrics(tmp_path):
     assert s["bound"] == "L1/latency-bound"
 
 
+def raw_metrics(path: Path) -> dict[str, str]:
+    """The one launch of a raw-page export, metric name -> value, read with the csv module alone."""
+    import csv as csv_mod
+
+    rows = [r for r in csv_mod.reader(line for line in path.read_text().splitlines() if line.startswith('"'))]
+    return dict(zip(rows[0], rows[2]))
+
+
 def test_grid_tool_json_carries_the_diagnosis_and_ncu(upstream_file):
     """The box-side tool as the catalog calls it: the diagnosis and the ncu verdict are in its JSON."""
     from tools.catalog import CATALOG
@@ -199,9 +207,14 @@ def test_grid_tool_json_carries_the_diagnosis_and_ncu(upstream_file):
     assert "--ncu-csv" not in CATALOG["kernel.grid"].command(sys.executable, without)
 
 
+NCU_MEASURED = ROOT / "tests" / "data" / "h200-ncu-warpstate"
+
+
 def test_grid_step_reports_the_diagnosis(upstream_file, tmp_path):
     """read_grid on the shipped H200 run's survey and profile, its kernel.grid calls answered by the real tool
-    (on this machine's sglang source, no compile), with an ncu export for the profiled point."""
+    (on this machine's sglang source, no compile), its kernel.ncu call served with what that tool printed on
+    an H200 (tests/data/h200-ncu-warpstate, the same kernel at the same batch), the raw page it kept
+    standing at the fixture's path, as a replay serves it."""
     from agent.config import load_target
     from agent.state import Finding
     from agent.steps.grid import read_grid
@@ -211,16 +224,21 @@ def test_grid_step_reports_the_diagnosis(upstream_file, tmp_path):
     survey = Finding.model_validate(findings["survey"])
     survey.data["software"]["sglang_dir"] = str(upstream_file.parents[3])
     profile = Finding.model_validate(findings["profile"])
-    csv = NCU_DATA / "ncu_B64_topk2048.csv"
-    profile.data["ncu_csv"] = str(csv)
+    csv = NCU_MEASURED / "ncu_raw.csv"
+    measured = {**json.loads((NCU_MEASURED / "ncu_measure.json").read_text()), "box_csv": str(csv)}
     target = load_target(json.loads((H200 / "log.jsonl").read_text().splitlines()[0])["target_name"])[0].model_dump(mode="json")
     state = {"target": target, "findings": [survey.model_dump(), profile.model_dump()]}
 
     class ToolSession:
         calls: list[dict] = []
+        tools: list[str] = []
 
         def call(self, tool, args):
             self.calls.append(args)
+            self.tools.append(tool)
+            if tool == "kernel.ncu":
+                return {"ok": True, "data": measured, "error": None, "seq": len(self.calls),
+                        "artifacts": [{"name": n, "path": f"artifacts/0/{n}"} for n in measured["csv"].values()]}
             argv = CATALOG[tool].command(sys.executable, args) + ["--no-compile"]
             out = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, timeout=300)
             return {"ok": out.returncode == 0, "data": json.loads(out.stdout) if out.returncode == 0 else None,
@@ -229,24 +247,34 @@ def test_grid_step_reports_the_diagnosis(upstream_file, tmp_path):
     session = ToolSession()
     finding = read_grid(state, session)
     d = finding.data["diagnosis"]
+    assert session.tools[0] == "kernel.ncu" and session.calls[0]["kernel"] == profile.data["dominant"]["name"]
+    spec = session.calls[0]["spec"]
+    assert (spec["batch_sizes"], spec["steps"], spec["cuda_graph"], spec["profile"]) == ([profile.data["batch"]], 1, False, None)
     box_calls = [c for c in session.calls if c.get("ncu_csv")]
-    assert len(box_calls) == 1 and box_calls[0]["sms"] == survey.data["box"]["sm_count"]
+    assert len(box_calls) == 1 and box_calls[0]["sms"] == survey.data["box"]["sm_count"] and box_calls[0]["ncu_csv"] == str(csv)
     heads = d["programs"] // profile.data["batch"]
     assert d["gather_redundancy_factor"] == pytest.approx(heads)
     assert finding.number("redundancy_factor") == d["redundancy_factor"] == d["loaded_bytes"] / d["unique_bytes"]
     assert finding.number("inner_product") == "CUDA-core multiply-reduce"
-    m = ncu_metrics(csv.name)
-    assert finding.number("dram_pct") == number(m["DRAM Throughput"]) and finding.number("l1tex_pct") == number(m["L1/TEX Cache Throughput"])
-    assert finding.number("achieved_occupancy") == number(m["Achieved Occupancy"])
+    raw = raw_metrics(csv)
+    assert finding.number("dram_pct") == float(raw["gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"])
+    assert finding.number("l1tex_pct") == float(raw["l1tex__throughput.avg.pct_of_peak_sustained_active"])
+    assert finding.number("achieved_occupancy") == float(raw["sm__warps_active.avg.pct_of_peak_sustained_active"])
     assert finding.number("bound") == "L1/latency-bound"
-    # the export is of batch 64, the profiled point batch 16: the finding says the shapes differ
-    assert d["ncu_same_grid"] is (math.prod(d["ncu"]["grid"]) == d["programs"]) is False
+    stalls = {k: float(v) for k, v in raw.items() if k.startswith("smsp__average_warps_issue_stalled_") and "_stalled_selected_" not in k}
+    top = max(stalls, key=stalls.get)
+    assert finding.number("top_stall") == top.split("issue_stalled_")[1].split("_per_issue")[0]
+    assert "top stall" in finding.headline and finding.artifacts["ncu_raw"] == "artifacts/0/ncu_raw.csv"
+    assert d["ncu"]["source"] == "artifacts/0/ncu_raw.csv"  # the run's artifact, not the box's path
+    # the export is of batch 16, the profiled point's: the same grid
+    assert d["ncu_same_grid"] is (math.prod(d["ncu"]["grid"]) == d["programs"]) is True
     estimate = d["rewrite_estimate"]
     assert estimate["removes"] == ["redundant loads", "CUDA-core multiply-reduce"]
     assert estimate["speedup"] == d["redundancy_factor"] and "L1/TEX" in estimate["basis"]
     table = next(t for t in finding.tables if t.title.startswith("Diagnosis of"))
     causes = [row[0] for row in table.rows]
     assert causes[:3] == ["redundant gathers", "all loads", "inner products"] and "padding programs" in causes
+    assert causes[-2:] == ["Nsight Compute", "warp stalls"]
     padding = next(row for row in table.rows if row[0] == "padding programs")
     real = target["model"]["heads"] // target["deployment"]["tp"]
     assert padding[2].startswith(f"{(heads - real) * profile.data['batch']} of {d['programs']}")

@@ -1,7 +1,7 @@
 """Lever statistics (agent/stats.py) and the levers step's judgement, on real recorded step samples.
 
 Resampling model (the sweeps below): a sweep is a warm-up run then ``rounds`` rounds of
-``A null A slow`` (A the baseline, as levers.sweep_plan orders them). The warm-up draws the first
+``A null slow`` (A the baseline; the levers' order rotated each round, as levers.sweep_plan orders them). The warm-up draws the first
 recorded run of the journal (on the H200 the cold one, ~17.7 ms against ~12 ms warm; it must be
 discarded or it would bias the baseline). Every other run picks one recorded warm run of the setting
 uniformly at random, then resamples that run's step samples with replacement (as many as it has):
@@ -14,6 +14,7 @@ Rounds are the target's own (agent/targets/dsv4-flash.yaml), as the sweep runs o
 H200 the baseline runs with CUDA graphs (thresholds.noise.rounds; the graph runs vary well under 1%, so
 few rounds suffice), on the CPU Triton runs interpreted (thresholds.noise.rounds_cpu; runs vary a few %, and
 a 5% change needs that many rounds to be detected in >= 95% of sweeps with a 3% minimum effect).
+The minimum effect is the device's (thresholds.noise.min_effect_for): 1% on the GPU, 3% on the CPU.
 """
 
 from __future__ import annotations
@@ -46,8 +47,8 @@ def recorded(name: str) -> dict[int, list[float]]:
 H200, CPU = recorded("h200"), recorded("cpu")
 # (first recorded run = the sweep's warm-up, the warm runs of the baseline as the sweep runs it, rounds)
 SAMPLE_SETS = {
-    "h200-cuda-graph": (H200[10], [H200[18], H200[23]], RULES.rounds_for("cuda")),
-    "cpu-interpreted": (CPU[10], [CPU[12], CPU[14], CPU[21]], RULES.rounds_for("cpu")),
+    "h200-cuda-graph": (H200[10], [H200[18], H200[23]], "cuda"),
+    "cpu-interpreted": (CPU[10], [CPU[12], CPU[14], CPU[21]], "cpu"),
 }
 
 
@@ -57,28 +58,54 @@ def draw(rng: random.Random, pool: list[list[float]], factor: float = 1.0) -> tu
 
 
 def resampled_sweep(rng, cold, pool, rounds, levers: dict[str, tuple[list[list[float]], float]]) -> list[Run]:
-    runs = [Run(BASELINE, draw(rng, [cold]), 0, warmup=True)]
-    for r in range(1, rounds + 1):
-        for name, (lever_pool, factor) in levers.items():
-            runs += [Run(BASELINE, draw(rng, pool), r), Run(name, draw(rng, lever_pool, factor), r)]
+    """Runs in the order levers.sweep_plan gives, each drawn as the module docstring says."""
+    runs = []
+    for entry in levers_step.sweep_plan(list(levers), rounds, 1):
+        if entry["warmup"]:
+            runs.append(Run(BASELINE, draw(rng, [cold]), 0, warmup=True))
+        elif entry["setting"] == BASELINE:
+            runs.append(Run(BASELINE, draw(rng, pool), entry["round"]))
+        else:
+            lever_pool, factor = levers[entry["setting"]]
+            runs.append(Run(entry["setting"], draw(rng, lever_pool, factor), entry["round"]))
     return runs
+
+
+def _detection(name: str, slower: float, min_effect: float, seed: int = 20261201) -> tuple[float, float, float]:
+    """Over SWEEPS resampled sweeps: how often the null lever moved, the slow one (step x ``slower``)
+    moved down, and the slow one's interval covered its true ratio."""
+    cold, pool, device = SAMPLE_SETS[name]
+    rng = random.Random(seed)
+    moved_null = moved_slow = covered = 0
+    for _ in range(SWEEPS):
+        sweep = analyze_sweep(resampled_sweep(rng, cold, pool, RULES.rounds_for(device),
+                                              {"null": (pool, 1.0), "slow": (pool, slower)}),
+                              RULES.confidence, min_effect)
+        moved_null += speed_verdict(sweep.levers["null"].interval, min_effect) != "no change detected"
+        slow = sweep.levers["slow"].interval
+        moved_slow += speed_verdict(slow, min_effect) == "moves down"
+        covered += slow.covers(1 / slower)
+    return moved_null / SWEEPS, moved_slow / SWEEPS, covered / SWEEPS
 
 
 @pytest.mark.parametrize("name", sorted(SAMPLE_SETS))
 def test_resampled_sweeps_detect_5_percent_and_not_nothing(name):
-    cold, pool, rounds = SAMPLE_SETS[name]
-    rng = random.Random(20261201)
-    moved_null = moved_slow = covered = 0
-    for _ in range(SWEEPS):
-        sweep = analyze_sweep(resampled_sweep(rng, cold, pool, rounds, {"null": (pool, 1.0), "slow": (pool, 1.05)}),
-                              RULES.confidence, RULES.min_effect)
-        moved_null += speed_verdict(sweep.levers["null"].interval, RULES.min_effect) != "no change detected"
-        slow = sweep.levers["slow"].interval
-        moved_slow += speed_verdict(slow, RULES.min_effect) == "moves down"
-        covered += slow.covers(1 / 1.05)
-    assert moved_null / SWEEPS <= 0.02, f"{name}: a lever that changes nothing moved in {moved_null} of {SWEEPS}"
-    assert moved_slow / SWEEPS >= 0.95, f"{name}: a 5% slower lever moved down in only {moved_slow} of {SWEEPS}"
-    assert 0.90 <= covered / SWEEPS <= 0.98, f"{name}: the interval covered the true 5% in {covered} of {SWEEPS}"
+    null, slow, covered = _detection(name, 1.05, RULES.min_effect_for(SAMPLE_SETS[name][2]))
+    assert null <= 0.02, f"{name}: a lever that changes nothing moved in {null:.1%} of sweeps"
+    assert slow >= 0.95, f"{name}: a 5% slower lever moved down in only {slow:.1%}"
+    assert 0.90 <= covered <= 0.98, f"{name}: the interval covered the true 5% in {covered:.1%}"
+
+
+def test_on_the_h200_graph_runs_a_planted_3_percent_is_detected_at_the_gpu_minimum():
+    """The planted levers' case: on CUDA-graph runs, with the GPU's min_effect, a null lever stays
+    "no change detected" and a 3% delay (ratio 1/1.03) moves down with its interval covering it."""
+    min_effect = RULES.min_effect_for("cuda")
+    assert min_effect < 0.03 <= RULES.min_effect_for("cpu")
+    null, slow, covered = _detection("h200-cuda-graph", 1.03, min_effect, seed=3)
+    assert null <= 0.02 and slow >= 0.95 and 0.90 <= covered <= 0.98, (null, slow, covered)
+    # the CPU's minimum would have hidden it no better than chance: the GPU minimum is what makes 3% visible
+    _, slow_at_cpu_minimum, _ = _detection("h200-cuda-graph", 1.03, RULES.min_effect_for("cpu"), seed=3)
+    assert slow_at_cpu_minimum < 0.95
 
 
 def test_the_torch_fallback_the_old_band_called_noise_moves_down():
@@ -90,8 +117,9 @@ def test_the_torch_fallback_the_old_band_called_noise_moves_down():
     down = 0
     for _ in range(SWEEPS):
         runs = resampled_sweep(rng, H200[10], eager, RULES.rounds_for("cuda"), {"torch": ([H200[16]], 1.0)})
-        down += speed_verdict(analyze_sweep(runs, RULES.confidence, RULES.min_effect).levers["torch"].interval,
-                              RULES.min_effect) == "moves down"
+        min_effect = RULES.min_effect_for("cuda")
+        down += speed_verdict(analyze_sweep(runs, RULES.confidence, min_effect).levers["torch"].interval,
+                              min_effect) == "moves down"
     assert down / SWEEPS >= 0.95
 
 
@@ -213,12 +241,18 @@ def test_output_check_catches_a_wrong_answer():
         stats.output_error(base, fewer_rows)
 
 
-def test_sweep_plan_interleaves_each_lever_with_its_own_baseline_run():
-    plan = levers_step.sweep_plan(["b", "c"], 2, 1)
+def test_sweep_plan_runs_the_baseline_then_each_lever_rotated_every_round():
+    plan = levers_step.sweep_plan(["b", "c"], 3, 1)
     assert [(p["setting"], p["repeat"]) for p in plan] == [
-        (BASELINE, "warmup"), (BASELINE, "r1a"), ("b", "r1"), (BASELINE, "r1b"), ("c", "r1"),
-        (BASELINE, "r2a"), ("b", "r2"), (BASELINE, "r2b"), ("c", "r2")]
+        (BASELINE, "warmup"), (BASELINE, "r1"), ("b", "r1"), ("c", "r1"),
+        (BASELINE, "r2"), ("c", "r2"), ("b", "r2"), (BASELINE, "r3"), ("b", "r3"), ("c", "r3")]
     assert [p["setting"] for p in levers_step.sweep_plan([], 2, 0)] == [BASELINE, BASELINE]
+    # every lever run is paired with its own round's baseline run
+    ms = {BASELINE: 10.0, "b": 8.0, "c": 12.5}
+    runs = [Run(p["setting"], (ms[p["setting"]] * (1 + 0.01 * p["round"]),), p["round"], p["warmup"]) for p in plan]
+    sweep = analyze_sweep(runs, 0.95, 0.01)
+    assert sweep.levers["b"].interval.n == 3 and sweep.levers["b"].interval.ratio == pytest.approx(10 / 8)
+    assert sweep.levers["c"].interval.ratio == pytest.approx(10 / 12.5) and sweep.levers["c"].unpaired == 0
 
 
 def test_the_baseline_runs_as_the_deployment_with_graphs_off_a_lever():
@@ -247,26 +281,40 @@ def test_best_setting_is_a_measured_comparable_mover_with_the_same_output():
     assert best_setting(TARGET, {"levers": [_result(torch_lever, "moves down", 0.8)]}) == []
 
 
-class FakeBench:
-    """engine.bench answered from the recorded CPU runs: baseline runs cycle through the recorded
-    warm runs, the torch lever returns its recorded run, with the recorded output sketches."""
+class FakeSweep:
+    """engine.sweep answered from the recorded CPU runs: baseline runs cycle through the recorded warm
+    runs round by round, the torch lever returns its recorded run, any other lever its round's
+    baseline run (it changes nothing), each with the recorded output sketches."""
 
-    def __init__(self, torch_sketch: str):
-        self.calls, self.seq, self.torch_sketch = [], 100, torch_sketch
+    def __init__(self, torch_sketch: str, fail: set[str] = frozenset()):
+        self.calls, self.seq, self.torch_sketch, self.fail = [], 100, torch_sketch, fail
         self.base = [CPU[12], CPU[14], CPU[21]]
 
     def call(self, tool, args):
-        assert tool == "engine.bench"
-        self.calls.append(args["label"])
+        assert tool == "engine.sweep"
+        self.calls.append(args)
         self.seq += 2
-        torch = args["spec"]["attention"] == "torch"
-        samples = CPU[16] if torch else self.base[len(self.calls) % 3]
-        sketch = SKETCHES[self.torch_sketch if torch else "sglang-triton"]
-        step = median(samples)
-        row = {"batch": 4, "step_ms": step, "step_ms_samples": samples, "layer_ms": step, "tok_s": 4e3 / step,
-               "tok_s_projected": 4e3 / (43 * step), "output_sketch": sketch}
+        base = args["spec"]["base"]
+        runs = []
+        for run in args["spec"]["runs"]:
+            attention = run["changes"].get("attention", base["attention"])
+            torch = attention == "torch"
+            repeat = run["label"].split("#")[1]
+            samples = CPU[16] if torch else self.base[0 if repeat == "warmup" else int(repeat[1:]) % 3]
+            sketch = SKETCHES[self.torch_sketch if torch else "sglang-triton"]
+            step = median(samples)
+            row = {"batch": 4, "step_ms": step, "step_ms_samples": samples, "layer_ms": step, "tok_s": 4e3 / step,
+                   "tok_s_projected": 4e3 / (43 * step), "output_sketch": sketch, "planted_delay": None}
+            if run["label"] in self.fail:
+                runs.append({"label": run["label"], "ok": False, "error": "RuntimeError: boom", "kind": "error"})
+            else:
+                runs.append({"label": run["label"], "ok": True, "results": [row], "interpreter": not torch,
+                             "attention": attention, "wall_s": 1.0})
+        extrapolation = {"layers_run": 1, "layer_ids": [2], "layer_ratios": [4], "run_mix": {"4": 1},
+                         "model_mix": {"0": 2, "4": 21, "128": 20}, "layers_model": 43, "rule": "x 43"}
         return {"ok": True, "seq": self.seq, "call_seq": self.seq - 1, "artifacts": [],
-                "data": {"results": [row], "interpreter": not torch, "attention": args["spec"]["attention"]}}
+                "data": {"runs": runs, "interpreter": True, "extrapolation": extrapolation, "notes": ["one process"],
+                         "wall_s": 9.0, "weights_s": 0.1}}
 
 
 def _state():
@@ -276,21 +324,38 @@ def _state():
 
 
 def test_the_levers_step_on_recorded_cpu_runs():
-    bench = FakeBench("torch")
+    bench = FakeSweep("torch")
     finding = levers_step.sweep_levers(_state(), bench)
     rounds = RULES.rounds_for("cpu")
-    assert bench.calls[0] == "baseline#warmup" and bench.calls[1:3] == ["baseline#r1a", "attention-torch-fallback#r1"]
-    assert len(bench.calls) == 1 + 2 * rounds  # flashinfer not in the reference engine, graphs-off moot on a CPU
+    assert len(bench.calls) == 1  # the whole sweep is one engine call
+    runs = bench.calls[0]["spec"]["runs"]
+    labels = [r["label"] for r in runs]
+    assert labels[:5] == ["baseline#warmup", "baseline#r1", "attention-torch-fallback#r1", "baseline#r2",
+                          "attention-torch-fallback#r2"]
+    # flashinfer not in the reference engine, graph options moot on a CPU, compile, moe-loop and planted skipped
+    assert len(runs) == 1 + 2 * rounds
+    assert runs[0]["changes"] == {} and runs[2]["changes"] == {"attention": "torch"}
+    assert runs[2]["env"]["SGLANG_SM120_FLASHMLA_BACKEND"] == "torch"
     results = {r["name"]: r for r in finding.data["levers"]}
     torch_result = results["attention-torch-fallback"]
     assert torch_result["status"] == "not comparable" and torch_result["output"]["ok"] is True
+    assert torch_result["runs"] == rounds
     assert results["cuda-graph-off"]["status"] == "not tried" and results["attention-flashinfer"]["status"] == "not tried"
+    for name in ("compile", "moe-loop", "planted-null", "planted-delay-3pct"):
+        assert results[name]["status"] == "not tried" and results[name]["reason"] == \
+            next(lv for lv in TARGET.levers if lv.name == name).skip_on["cpu"]
+    assert "CUDA graphs" in results["steps-per-graph-4"]["reason"]
+    assert finding.evidence == [bench.seq] and torch_result["seqs"] == [bench.seq]
+    assert finding.data["sweep"]["one_process"] and finding.data["sweep"]["seq"] == bench.seq
+    assert f"log line {bench.seq}" in finding.tables[0].note and "one engine process" in finding.tables[0].note
+    assert finding.data["extrapolation"]["layer_ms"] == pytest.approx(finding.number("baseline_step_ms"))
+    assert "x 43 = " in finding.data["extrapolation"]["text"]
     assert finding.data["best"]["levers"] == [] and finding.data["baseline_options"] == {"cuda_graph": False}
     rows = {row[0]: row for row in finding.tables[0].rows}
     assert rows["baseline (warm-up, discarded)"][5] == "warm-up"
     assert "not comparable" in rows["attention-torch-fallback"][3] and rows["attention-torch-fallback"][4] == str(rounds)
-    assert finding.number("min_effect") == RULES.min_effect
-    assert finding.number("smallest_detectable_effect") >= RULES.min_effect
+    assert finding.number("min_effect") == RULES.min_effect_for("cpu")
+    assert finding.number("smallest_detectable_effect") >= RULES.min_effect_for("cpu")
     low, high = torch_result["interval"]
     assert finding.number("attention-torch-fallback_ratio_low") == low and low < torch_result["ratio"] < high
     base_ms = [median(s) for s in (CPU[12], CPU[14], CPU[21])]
@@ -298,7 +363,7 @@ def test_the_levers_step_on_recorded_cpu_runs():
 
 
 def test_a_lever_that_changes_the_output_is_reported_so_whatever_its_speed():
-    finding = levers_step.sweep_levers(_state(), FakeBench("attention-zeroed"))
+    finding = levers_step.sweep_levers(_state(), FakeSweep("attention-zeroed"))
     torch_result = next(r for r in finding.data["levers"] if r["name"] == "attention-torch-fallback")
     assert torch_result["status"] == "changes the output" and torch_result["output"]["error"] > RULES.output_rtol
     assert torch_result["ratio"] > 10  # far faster, and still not a candidate

@@ -32,6 +32,10 @@ def _engine_bench(py: str, args: dict) -> list[str]:
     return [py, "-m", "tools.engines.reference", "bench", "--spec", json.dumps(args["spec"], sort_keys=True), "--out", OUT_DIR]
 
 
+def _engine_sweep(py: str, args: dict) -> list[str]:
+    return [py, "-m", "tools.engines.reference", "sweep", "--spec", json.dumps(args["spec"], sort_keys=True)]
+
+
 def _kernel_grid(py: str, args: dict) -> list[str]:
     argv = [py, "-m", "tools.kernel_source", "--kernel", args["kernel"], "--sms", str(args["sms"])]
     if args.get("source"):
@@ -44,7 +48,18 @@ def _kernel_grid(py: str, args: dict) -> list[str]:
         argv += ["--config-json", json.dumps(args["config"], sort_keys=True)]
     if args.get("ncu_csv"):  # only when given, so journals recorded before the argument replay unchanged
         argv += ["--ncu-csv", args["ncu_csv"]]
+    for param, dtype in sorted(args.get("dtypes", {}).items()):  # likewise
+        argv += ["--dtype", f"{param}={dtype}"]
     return argv
+
+
+def _kernel_ncu(py: str, args: dict) -> list[str]:
+    return [py, "-m", "tools.kernel_source.ncu_run", "measure", "--kernel", args["kernel"],
+            "--spec", json.dumps(args["spec"], sort_keys=True), "--out", OUT_DIR, "--launch-skip", str(args.get("launch_skip", 0))]
+
+
+def _splitk_plan(py: str, args: dict) -> list[str]:
+    return [py, "-m", "tools.kernels.sparse_mla_plan", "--points", json.dumps(args["points"], sort_keys=True)]
 
 
 def _gates_scan(py: str, args: dict) -> list[str]:
@@ -81,8 +96,15 @@ CATALOG: dict[str, ToolSpec] = {
         ToolSpec("box.survey", "GPUs, SMs, capability, memory, driver, software versions", _survey, lambda a: 120),
         ToolSpec("engine.bench", "reference engine: decode step times per batch size, optional trace",
                  _engine_bench, lambda a: float(a.get("timeout_s", 1200)), lambda a: dict(a.get("env", {}))),
+        ToolSpec("engine.sweep", "reference engine: many runs in order in one process (weights built once), "
+                 "per-run step samples", _engine_sweep, lambda a: float(a.get("timeout_s", 1200)),
+                 lambda a: dict(a.get("env", {}))),
         ToolSpec("kernel.grid", "a kernel's source, launch grid, loops and resources", _kernel_grid,
                  lambda a: 600),
+        ToolSpec("kernel.ncu", "Nsight Compute (launch, occupancy, speed of light, warp states) of one launch of a kernel "
+                 "in one eager engine step", _kernel_ncu, lambda a: 600, lambda a: dict(a.get("env", {}))),
+        ToolSpec("kernel.splitk_plan", "the split-K rewrite's tile config, splits and launch of each cache at given shapes",
+                 _splitk_plan, lambda a: 300, lambda a: {"TRITON_INTERPRET": "1"} if any(p.get("device") == "cpu" for p in a["points"]) else {}),
         ToolSpec("gates.scan", "capability gates of the engine's source for an SM version", _gates_scan,
                  lambda a: 600),
         ToolSpec("kernel.splitk_check", "split-K kernel against the float32 reference and upstream",

@@ -7,7 +7,8 @@ from statistics import stdev
 from typing import Any
 
 from agent.session import Session
-from agent.state import Finding, InvestigationState, Number, Table, finding_for, next_index
+from agent import consistency
+from agent.state import Finding, InvestigationState, Number, Table, finding_for, findings_of, next_index
 from agent.steps.survey import target_of
 from reports.format import fmt, fmt_spread
 
@@ -178,5 +179,17 @@ def compute_ceiling(state: InvestigationState, session: Session) -> Finding:
                 + f": {fmt(tok_s, '.3g')} -> {fmt_spread(best_tok_s, spread)} tok/s (projected), "
                 + ("reaching" if reachable else "short of") + f" the goal of {goal:.0f} tok/s "
                 f"(step {fmt_spread(step_ms / bound_x, spread)} ms vs a {fmt(budget_ms, '.3g')} ms budget at batch {batch})")
-    return Finding(index=next_index(state), step="ceiling", headline=headline, verdict=verdict, numbers=numbers,
-                   tables=tables, evidence=sorted(set(ev) | set(seq)), labels=list(profile.labels), data=data)
+    data["round"] = 1 + sum(1 for f in findings_of(state) if f.step == "ceiling")
+    finding = Finding(index=next_index(state), step="ceiling", headline=headline, verdict=verdict, numbers=numbers,
+                      tables=tables, evidence=sorted(set(ev) | set(seq)), labels=list(profile.labels), data=data)
+    # Levers that replaced the operation and were measured above its bound: the model failed for this
+    # setting, and (routes.after_ceiling) the investigation goes on from the best measured setting.
+    held = consistency.check(findings_of(state) + [finding], target.model_dump(mode="json"))
+    beaten = sorted({c.measurement.removeprefix("lever ") for c in held.checks
+                     if c.verdict == "violated" and c.claim_finding == finding.stem and c.measurement.startswith("lever ")})
+    if beaten:
+        finding.data["beaten_by"] = beaten
+        finding.headline += (f"; measured above this bound: {', '.join(beaten)}"
+                             + (" (the investigation goes on from the best measured setting)" if data["round"] == 1 else ""))
+        finding.verdict = "model-failed"
+    return finding

@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from agent.config import Target
-from agent.engines import profiled_shapes
+from agent.engines import Setting, bench_spec, profiled_shapes
 from agent.session import Session
 from agent.state import Finding, InvestigationState, Number, Table, finding_for, next_index
 from agent.steps.survey import target_of
@@ -40,6 +40,46 @@ def evaluation_points(target: Target, box: dict, profile: dict) -> list[dict[str
             "config": profile.get("kernel_config"),
         })
     return points
+
+
+def ncu_args(target: Target, device: str, profile: dict[str, Any], kernel: str) -> dict[str, Any]:
+    """``kernel.ncu``'s arguments: the first launch of ``kernel`` in one eager decode step (one warm-up
+    step first, no CUDA graph: ncu profiles launches, and one step keeps it cheap) of the profiled
+    setting at the profiled batch. Its options that need a graph (several steps a replay) or only add
+    time (a planted delay, which the engine also times apart) are left out: neither changes a launch."""
+    setting = profile["setting"]
+    spec = bench_spec(target, device, Setting(setting["label"], dict(setting["env"]), dict(setting["options"])), [profile["batch"]])
+    spec.update(steps=1, warmup=1, cuda_graph=False, profile=None)
+    for option in ("steps_per_graph", "delay_frac"):
+        spec.pop(option, None)
+    return {"kernel": kernel, "spec": spec, "env": dict(setting["env"]), "launch_skip": 0}
+
+
+def measure_ncu(session: Session, target: Target, box: dict, profile: dict[str, Any], kernel: str) -> dict[str, Any]:
+    """Nsight Compute of the dominant kernel where the box has a GPU (``kernel.ncu``): the record the
+    grid step keeps (``measured``; ``box_csv``, the raw page where the box keeps it, for the box
+    point's ``kernel.grid``; ``artifacts``, the CSVs in the run; or ``why``/``error``)."""
+    if box["device"] != "cuda":
+        return {"measured": False, "seq": None, "why": "not measured: the box has no GPU (survey), so no Nsight Compute"}
+    result = session.call("kernel.ncu", ncu_args(target, box["device"], profile, kernel))
+    data = result.get("data") or {}
+    record = {"seq": result["seq"], "ok": result["ok"], "measured": bool(result["ok"] and data.get("measured")),
+              "kernel_regex": data.get("kernel_regex"), "launch_skip": data.get("launch_skip"),
+              "ncu_version": data.get("ncu_version"), "engine": data.get("engine")}
+    if not result["ok"]:
+        record["error"] = f"Nsight Compute failed: {result['error']}"
+    elif not record["measured"]:
+        record["why"] = data.get("why") or "not measured: the tool measured nothing"
+    else:
+        refs = {ref["name"]: ref["path"] for ref in result.get("artifacts") or []}
+        record.update(box_csv=data["box_csv"], artifacts={key: refs.get(name) for key, name in data["csv"].items()})
+    return record
+
+
+def stall_text(ncu: dict[str, Any], top: int = 3) -> str:
+    """The largest warp-stall reasons, e.g. "mio_throttle 2.58 (32%), short_scoreboard 1.49 (18%)"."""
+    return ", ".join(f"{s['reason']} {s['value']:.3g}" + (f" ({s['share']:.0%})" if s.get("share") is not None else "")
+                     for s in (ncu.get("stalls") or [])[:top])
 
 
 def primary_config(report: dict[str, Any]) -> dict[str, Any] | None:
@@ -214,6 +254,10 @@ def diagnosis_table(kernel: str, d: dict[str, Any]) -> Table:
         shape = "" if d.get("ncu_same_grid") else f" (measured on grid {grid}, not this point's {d.get('programs')} programs)"
         rows.append(["Nsight Compute", ncu.get("basis", "") + shape, f"{ncu['bound']}; achieved occupancy {ncu.get('achieved_occupancy')}%",
                      ncu.get("source", "")])
+        if ncu.get("stalls"):
+            cycles = (ncu.get("warp_state") or {}).get("warp_cycles_per_issued_instruction")
+            rows.append(["warp stalls", "the largest stall reasons (Warp State Statistics): cycles a warp spends in each per issued "
+                         "instruction" + (f", of {cycles:.3g} between two issues" if cycles else ""), stall_text(ncu), ncu.get("source", "")])
     else:
         rows.append(["Nsight Compute", ncu.get("why") or ncu.get("error") or "no data", "not measured", "-"])
     estimate = d.get("rewrite_estimate") or {}
@@ -245,13 +289,18 @@ def read_grid(state: InvestigationState, session: Session) -> Finding:
     source_root = survey.data["software"].get("sglang_dir")
     reports, seqs, failures = [], [], []
     seq_of: dict[int, int] = {}
+    ncu = measure_ncu(session, target, box, profile.data, kernel)
+    if ncu["seq"] is not None:
+        seqs.append(ncu["seq"])
+    if ncu.get("error"):
+        failures.append(ncu["error"])
     for point in evaluation_points(target, box, profile.data):
         args = {"kernel": kernel, "source": source_root, "shapes": point["shapes"], "sms": point["sms"],
                 "arch": point["arch"]}
         if point.get("config"):
             args["config"] = point["config"]
-        if point["where"] == "box" and profile.data.get("ncu_csv"):
-            args["ncu_csv"] = profile.data["ncu_csv"]  # an Nsight Compute export the profile step made on the box
+        if point["where"] == "box" and ncu.get("box_csv"):
+            args["ncu_csv"] = ncu["box_csv"]  # the export kernel.ncu left on the box
         result = session.call("kernel.grid", args)
         seqs.append(result["seq"])
         if result["ok"]:
@@ -308,6 +357,8 @@ def read_grid(state: InvestigationState, session: Session) -> Finding:
     focus_point, focus_report = next(((p, r) for p, r in reports if p["where"] == "box"), None) or next(
         ((p, r) for p, r in reports if r is deployment_concurrency), reports[0])
     diagnosis = diagnosis_summary(focus_point, focus_report, source_root)
+    if diagnosis is not None:
+        diagnosis = with_ncu_record(diagnosis, ncu)
     headline = (f"{kernel} ({where}) launches grid {first.get('grid_expr')}: {first.get('programs')} programs at "
                 f"{first_point['label']} on {declared_sm_count} SMs ({(first.get('programs') or 0) / declared_sm_count:.2f} per SM)"
                 + (f"; each loops over {loop['stop_expr']} serially" if loop else ""))
@@ -326,13 +377,20 @@ def read_grid(state: InvestigationState, session: Session) -> Finding:
                 "inner_product": Number(value=diagnosis["inner_product"], label="how the inner products are formed", seqs=seq),
             })
         if (diagnosis.get("ncu") or {}).get("measured"):
-            headline += f"; Nsight Compute: {diagnosis['ncu']['bound']}"
+            seq = sorted(set(seq) | ({ncu["seq"]} if ncu["seq"] is not None else set()))
+            stalls = diagnosis["ncu"].get("stalls") or []
+            headline += f"; Nsight Compute: {diagnosis['ncu']['bound']}" + (f" (top stall {stall_text(diagnosis['ncu'], 1)})" if stalls else "")
             numbers.update({
                 "dram_pct": Number(value=diagnosis["dram_pct"], unit="% of peak", label="DRAM throughput (Nsight Compute)", seqs=seq),
                 "l1tex_pct": Number(value=diagnosis["l1tex_pct"], unit="% of peak", label="L1/TEX throughput (Nsight Compute)", seqs=seq),
                 "achieved_occupancy": Number(value=diagnosis["achieved_occupancy"], unit="%", label="achieved occupancy (Nsight Compute)", seqs=seq),
                 "bound": Number(value=diagnosis["bound"], label="what bounds the kernel (Nsight Compute)", seqs=seq),
             })
+            if stalls:
+                numbers["top_stall"] = Number(value=stalls[0]["reason"], label="the largest warp-stall reason (Nsight Compute)", seqs=seq)
+                if stalls[0].get("share") is not None:
+                    numbers["top_stall_share"] = Number(value=stalls[0]["share"], unit="fraction",
+                                                        label=f"{stalls[0]['reason']}: share of the warp cycles between issues", seqs=seq)
     return Finding(
         index=next_index(state), step="grid", headline=headline,
         verdict="splitk-candidate" if candidates else "no-splitk",
@@ -353,7 +411,26 @@ def read_grid(state: InvestigationState, session: Session) -> Finding:
         ],
         evidence=seqs,
         labels=(["failed"] if failures else []),
+        artifacts={f"ncu_{key}": path for key, path in (ncu.get("artifacts") or {}).items() if path},
         data={"kernel": kernel, "where": where, "reports": [{"point": p, "report": r} for p, r in reports],
               "splitk_candidate": bool(candidates), "splitk_reason": reason, "splitk_estimate": estimate,
-              "failures": failures, **extra},
+              "failures": failures, "ncu": ncu, **extra},
     )
+
+
+def with_ncu_record(diagnosis: dict[str, Any], ncu: dict[str, Any]) -> dict[str, Any]:
+    """The diagnosis with the kernel.ncu record folded in: the run's CSV artifact as the source of a
+    measured verdict (the box path the grid tool read is no place a reader can open), or, with no
+    measurement, the reason there is none in place of the grid tool's "no export was given"."""
+    found = dict(diagnosis.get("ncu") or {})
+    if found.get("measured"):
+        found["source"] = (ncu.get("artifacts") or {}).get("raw") or found.get("source")
+    else:
+        # the verdict already reads "not measured": the reason stands alone beside it
+        why = ncu.get("error") or (ncu.get("why") or "").removeprefix("not measured: ") or found.get("why")
+        found = {"measured": False, "bound": "not measured", "why": why}
+    out = {**diagnosis, "ncu": found}
+    if out.get("ok"):
+        out["bound"] = found.get("bound", "not measured")
+        out["rewrite_estimate"] = rewrite_estimate(out)
+    return out

@@ -6,14 +6,13 @@ from typing import Any
 
 from agent import stats
 from agent.config import Lever, Target
-from agent.engines import (applicability, baseline, baseline_options, bench_args, best_setting, measured_batch,
-                           shapes_for, with_lever)
+from agent.engines import (applicability, baseline, baseline_options, best_setting, measured_batch, shapes_for,
+                           sweep_args, with_lever)
 from agent.session import Session
 from agent.state import Finding, InvestigationState, Number, Table, finding_for, next_index
 from agent.steps import StepFailed
 from agent.steps.survey import target_of
 
-LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
 def throughput(result: dict[str, Any], batch: int) -> dict[str, float]:
@@ -36,15 +35,15 @@ def interpretation_labels(state: InvestigationState) -> list[str]:
 
 def sweep_plan(lever_names: list[str], rounds: int, warmup_runs: int) -> list[dict[str, Any]]:
     """The runs of a sweep in order: ``warmup_runs`` baseline runs (discarded), then ``rounds``
-    rounds of ``A L1 A L2 ...`` (A the baseline), so every lever run follows its own baseline run;
-    with no lever a round is one baseline run. Each entry: setting, round, warmup, repeat label."""
+    rounds of ``A L1 L2 ...`` (A the baseline), the levers' order rotated by one each round so that
+    no lever always runs furthest from its round's baseline run; each lever run is paired with its
+    round's baseline run (stats.analyze_sweep). Each entry: setting, round, warmup, repeat label."""
     plan = [{"setting": stats.BASELINE, "round": 0, "warmup": True,
              "repeat": "warmup" if warmup_runs == 1 else f"warmup{i + 1}"} for i in range(warmup_runs)]
     for r in range(1, rounds + 1):
-        if not lever_names:
-            plan.append({"setting": stats.BASELINE, "round": r, "warmup": False, "repeat": f"r{r}"})
-        for j, name in enumerate(lever_names):
-            plan.append({"setting": stats.BASELINE, "round": r, "warmup": False, "repeat": f"r{r}{LETTERS[j % 26]}"})
+        plan.append({"setting": stats.BASELINE, "round": r, "warmup": False, "repeat": f"r{r}"})
+        shift = (r - 1) % len(lever_names) if lever_names else 0
+        for name in lever_names[shift:] + lever_names[:shift]:
             plan.append({"setting": name, "round": r, "warmup": False, "repeat": f"r{r}"})
     return plan
 
@@ -61,40 +60,78 @@ def ratio_text(ratio: float | None, low: float | None, high: float | None) -> st
     return f"{100 * (ratio - 1):+.1f}%{bounds}"
 
 
-def _sketch(result: dict[str, Any], batch: int) -> dict | None:
-    rows = [r for r in result["data"]["results"] if r["batch"] == batch]
-    return rows[0].get("output_sketch") if rows else None
+def sweep_runs(plan: list[dict[str, Any]], labels: list[str], result: dict[str, Any], batch: int) -> list[dict[str, Any]]:
+    """The plan's runs with what the engine.sweep ``result`` measured for each (matched by position
+    and checked by label): ok, step_ms, samples, tok_s, scale, interpreted, sketch, planted_delay,
+    or error. ``seq`` is the sweep's result line (every run of the sweep rests on it)."""
+    measured = result["data"]["runs"]
+    if [m["label"] for m in measured] != labels:
+        raise StepFailed(f"engine.sweep returned {len(measured)} runs that do not match the {len(labels)} asked for")
+    runs = []
+    for entry, label, rec in zip(plan, labels, measured):
+        run = {**entry, "label": label, "seq": result["seq"], "ok": rec["ok"], "wall_s": rec.get("wall_s")}
+        rows = [r for r in rec.get("results") or [] if r["batch"] == batch]
+        if rec["ok"] and rows:
+            row = rows[0]
+            tok_s = row["tok_s_projected"]
+            # tok/s x step ms is the same for every run of the engine at this batch and depth
+            run.update(step_ms=row["step_ms"], samples=row["step_ms_samples"], tok_s=tok_s, scale=tok_s * row["step_ms"],
+                       interpreted=bool(rec.get("interpreter")), sketch=row.get("output_sketch"),
+                       planted_delay=row.get("planted_delay"), distinct_experts=row.get("moe_distinct_experts"))
+        else:
+            run.update(ok=False, error=rec.get("error") or f"the engine reported no result at batch {batch}")
+        runs.append(run)
+    return runs
 
 
 def output_check(reference: dict | None, sketches: list[dict | None], rtol: float) -> dict[str, Any]:
-    """A setting's outputs against the baseline's: the worst norm-relative error over its runs.
-    ``ok`` None (with a note) when there is nothing to compare, never a silent pass."""
+    """A setting's outputs against the baseline's, row by row (a row is one request's output).
+
+    A request whose router meets a near tie can pick another expert when the rounding of an earlier
+    operation differs (another attention kernel, another GEMM, compiled code): from that layer on its
+    row is computed differently, far beyond rounding, while the other requests' rows stay within it.
+    A wrong computation moves every row. So the check is on the median row: ``error`` is the worst
+    run's median row error, ``ok`` when it is within ``rtol``; ``rows_beyond`` counts the rows of the
+    worst run beyond ``rtol`` and ``worst_row`` its largest row error, both reported. ``ok`` None
+    (with a note) when there is nothing to compare, never a silent pass."""
     if reference is None:
         return {"ok": None, "error": None, "rtol": rtol, "note": "no baseline output sketch to compare with"}
     if not sketches or any(s is None for s in sketches):
         return {"ok": None, "error": None, "rtol": rtol, "note": "the engine reported no output sketch"}
     try:
-        error = max(stats.output_error(reference, s) for s in sketches)
+        per_run = [stats.row_errors(reference, s) for s in sketches]
     except ValueError as exc:
         return {"ok": None, "error": None, "rtol": rtol, "note": str(exc)}
-    return {"ok": error <= rtol, "error": error, "rtol": rtol, "note": ""}
+    from statistics import median
+
+    worst = max(per_run, key=median)
+    error = median(worst)
+    beyond = sum(1 for e in worst if e > rtol)
+    note = (f"{beyond} of {len(worst)} rows differ beyond {100 * rtol:.0f}% (up to {100 * max(worst):.3g}%): requests whose "
+            f"expert choice flipped on a near tie; the median row agrees" if beyond and error <= rtol else "")
+    return {"ok": error <= rtol, "error": error, "rtol": rtol, "rows_beyond": beyond, "rows": len(worst),
+            "worst_row": max(worst), "note": note}
 
 
 def sweep_levers(state: InvestigationState, session: Session) -> Finding:
     """Measure the deployment's setting as it runs (CUDA graphs on where the box has a GPU) and
     each applicable lever at the goal's concurrency: a discarded warm-up run, then ``rounds``
-    rounds of ``A B A C ...`` (one engine.bench run each). Per setting: the median of its run
-    medians and (levers) a paired interval of its tok/s ratio to the baseline; a lever moves only
-    when the interval excludes no change and its effect passes ``min_effect`` (agent/stats.py).
+    rounds of ``A B C ...`` (sweep_plan), all in one engine.sweep call (one process, weights built
+    once, each run its own setting, state and graph). Per setting: the median of its run medians
+    and (levers) a paired interval of its tok/s ratio to the baseline; a lever moves only when the
+    interval excludes no change and its effect passes the device's ``min_effect`` (agent/stats.py).
+    Planted levers (config.Lever.planted) are checked against what was planted (planted_check).
     Every lever's output sketch is checked against the baseline's: one that differs beyond
     ``output_rtol`` "changes the output" whatever its speed; one timed under another execution
     mode (Triton interpreted vs native) is "not comparable". Levers that cannot run here are listed
-    with the reason. Fails when the baseline does not succeed in at least two rounds."""
+    with the reason. Fails when the sweep call fails or the baseline does not succeed in at least
+    two rounds."""
     target: Target = target_of(state)
     device = finding_for(state, "survey").data["box"]["device"]
     batch = measured_batch(target, device)
     rules = target.thresholds.noise
     rounds = rules.rounds_for(device)
+    min_effect = rules.min_effect_for(device)
     base = baseline(target, device)
     base_notes = baseline_options(target, device)[1]
 
@@ -108,27 +145,18 @@ def sweep_levers(state: InvestigationState, session: Session) -> Finding:
             tried.append(lever)
     settings = {stats.BASELINE: base, **{lever.name: with_lever(target, lever, device) for lever in tried}}
 
-    runs: list[dict[str, Any]] = []
-    for entry in sweep_plan([lever.name for lever in tried], rounds, rules.warmup_runs):
-        result = session.call("engine.bench", bench_args(target, device, settings[entry["setting"]], [batch],
-                                                         repeat=entry["repeat"]))
-        # evidence names the result line, which holds the numbers, not the call line
-        run = {**entry, "label": f"{settings[entry['setting']].label}#{entry['repeat']}", "seq": result["seq"],
-               "ok": result["ok"]}
-        if result["ok"]:
-            measured = throughput(result, batch)
-            samples = [r for r in result["data"]["results"] if r["batch"] == batch][0]["step_ms_samples"]
-            run.update(step_ms=measured["step_ms"], samples=samples, tok_s=measured["tok_s"],
-                       # tok/s x step ms is the same for every run of the engine at this batch and depth
-                       scale=measured["tok_s"] * measured["step_ms"], interpreted=bool(result["data"].get("interpreter")),
-                       sketch=_sketch(result, batch))
-        else:
-            run["error"] = result["error"]
-        runs.append(run)
+    plan = sweep_plan([lever.name for lever in tried], rounds, rules.warmup_runs)
+    labels = [f"{settings[e['setting']].label}#{e['repeat']}" for e in plan]
+    swept = session.call("engine.sweep", sweep_args(target, device, [(label, settings[e["setting"]])
+                                                                     for label, e in zip(labels, plan)], batch))
+    if not swept["ok"]:
+        raise StepFailed(f"the lever sweep (engine.sweep, log line {swept['seq']}) failed: {swept['error']}")
+    runs = sweep_runs(plan, labels, swept, batch)
+    sweep_seq = swept["seq"]
 
     sweep = stats.analyze_sweep(
         [stats.Run(r["setting"], tuple(r["samples"]) if r["ok"] else None, r["round"], r["warmup"]) for r in runs],
-        rules.confidence, rules.min_effect)
+        rules.confidence, min_effect)
     base_runs = [r for r in runs if r["setting"] == stats.BASELINE and not r["warmup"]]
     base_ok = [r for r in base_runs if r["ok"]]
     if len(base_ok) < 2:
@@ -140,16 +168,18 @@ def sweep_levers(state: InvestigationState, session: Session) -> Finding:
     base_interpreted = base_ok[0]["interpreted"]
     reference = next((r["sketch"] for r in runs if r["setting"] == stats.BASELINE and r["ok"] and r.get("sketch")), None)
     base_output = output_check(reference, [r.get("sketch") for r in base_ok], rules.output_rtol)
-    base_seqs = [r["seq"] for r in base_runs]
+    base_seqs = sorted({r["seq"] for r in base_runs})
     layers_run = min(shapes_for(target, device).layers, target.model.layers)
     projected = f"projected to {target.model.layers} layers from {layers_run} measured"
+    extrapolation = _extrapolation(swept["data"].get("extrapolation"), mid_ms, base_seqs)
 
     lever_results = []
     for lever in target.levers:
         if lever.name in not_tried:
             lever_results.append({"name": lever.name, "status": "not tried", "reason": not_tried[lever.name]})
             continue
-        lever_results.append(_judge(lever, runs, sweep.levers.get(lever.name), reference, base_interpreted, rules, scale))
+        lever_results.append(_judge(lever, runs, sweep.levers.get(lever.name), reference, base_interpreted, rules, scale,
+                                    min_effect))
 
     warmups = [r for r in runs if r["warmup"]]
     sde = sweep.smallest_detectable_effect
@@ -167,7 +197,8 @@ def sweep_levers(state: InvestigationState, session: Session) -> Finding:
     goal = target.goal.output_tok_s
     goal_met = best >= goal
     sde_text = f"{100 * sde:.1f}%" if sde is not None else "not stated (fewer than two rounds)"
-    headline = (f"baseline {mid:.3g} tok/s at batch {batch} ({projected}; {rounds} rounds, smallest detectable "
+    budget_text = f", {rules.budget} budget" if rules.budget != "normal" else ""
+    headline = (f"baseline {mid:.3g} tok/s at batch {batch} ({projected}; {rounds} rounds{budget_text}, smallest detectable "
                 f"effect {sde_text}); "
                 + (f"levers that move it up: {', '.join(movers)}" if movers else "no lever moves it up")
                 + ("; goal met" if goal_met else f"; goal {goal:.0f} tok/s not met"))
@@ -182,7 +213,8 @@ def sweep_levers(state: InvestigationState, session: Session) -> Finding:
         "smallest_detectable_effect": Number(value=sde, unit="fraction", seqs=base_seqs,
                                              label=f"max(min_effect, half-width of the {rules.confidence:.0%} paired "
                                                    f"interval the baseline's spread gives at {rounds} rounds)"),
-        "min_effect": Number(value=rules.min_effect, unit="fraction", label="smallest change that counts as a move (target)"),
+        "min_effect": Number(value=min_effect, unit="fraction",
+                             label=f"smallest change that counts as a move on a {'GPU' if device == 'cuda' else 'CPU'} box (target)"),
         "best_tok_s": Number(value=best, unit="tok/s", seqs=base_seqs if not chosen else next(r["seqs"] for r in lever_results if r["name"] == chosen[0].name),
                              label=f"best measured setting the declared hardware allows: "
                                    f"{'baseline + ' + chosen[0].name if chosen else 'baseline'}"),
@@ -199,10 +231,20 @@ def sweep_levers(state: InvestigationState, session: Session) -> Finding:
             numbers[f"{result['name']}_ratio_high"] = Number(value=result["interval"][1], unit="x", seqs=seqs,
                                                              label=f"{rules.confidence:.0%} interval, high")
     note = (f"tok/s {projected}; ratio = lever tok/s / baseline tok/s with its {rules.confidence:.0%} interval "
-            f"(t-interval on the log ratios of {rounds} rounds, each lever run paired with the baseline run before it; "
+            f"(t-interval on the log ratios of {rounds} rounds, each lever run paired with its round's baseline run; "
             f"runs, not step samples, are the unit); a lever moves when the interval excludes no change and the "
-            f"effect is at least {100 * rules.min_effect:.0f}%; smallest detectable effect {sde_text}; outputs must "
-            f"match the baseline's within {100 * rules.output_rtol:.0f}% (norm-relative, sketch of the decode output)")
+            f"effect is at least {100 * min_effect:.3g}%; smallest detectable effect {sde_text}; outputs must "
+            f"match the baseline's within {100 * rules.output_rtol:.0f}% (norm-relative, sketch of the decode output, "
+            f"median row: a request whose expert choice flips on a near tie differs beyond rounding, and is counted); "
+            f"all {len(runs)} runs ran in order in one engine process (engine.sweep, log line {sweep_seq}) on weights "
+            f"built once: each run has its own setting, state, graph capture, warm-up and timed steps, but the "
+            f"process, weights, compiled kernels and allocator are shared, so the intervals leave out "
+            f"process-to-process variation")
+    if rules.budget != "normal":
+        note += (f"; {rules.budget} budget: {rounds} rounds instead of {rules.rounds_for_budget(device, 'normal')}, "
+                 f"so the intervals are wider and the smallest detectable effect larger")
+    if extrapolation:
+        note += f"; layers: {extrapolation['text']}"
     if base_output["ok"] is False:
         note += f"; the baseline's own outputs differ run to run by {100 * base_output['error']:.2g}%"
     note += "".join(f"; {n}" for n in base_notes)
@@ -216,7 +258,7 @@ def sweep_levers(state: InvestigationState, session: Session) -> Finding:
                       columns=["setting", "change", "median tok/s", f"vs baseline [{rules.confidence:.0%} CI]", "runs",
                                "verdict", "log"],
                       rows=rows, note=note)],
-        evidence=[r["seq"] for r in runs],
+        evidence=sorted({r["seq"] for r in runs}),
         labels=interpretation_labels(state),
         data={
             "device": device, "batch": batch, "concurrency": target.goal.concurrency, "layers_run": layers_run,
@@ -227,21 +269,29 @@ def sweep_levers(state: InvestigationState, session: Session) -> Finding:
             "levers": lever_results,
             "best": {"levers": [lever.name for lever in chosen], "tok_s": best},
             "sweep": {"rounds": rounds, "warmup_runs": rules.warmup_runs, "confidence": rules.confidence,
-                      "min_effect": rules.min_effect, "output_rtol": rules.output_rtol,
+                      "min_effect": min_effect, "output_rtol": rules.output_rtol,
                       "run_log_sd": sweep.run_log_sd, "run_log_df": sweep.run_log_df,
-                      "smallest_detectable_effect": sde},
-            "runs": [{k: r.get(k) for k in ("label", "setting", "round", "warmup", "seq", "ok", "step_ms", "error")}
+                      "smallest_detectable_effect": sde, "budget": rules.budget,
+                      "rounds_normal": rules.rounds_for_budget(device, "normal"), "seq": sweep_seq,
+                      "one_process": True, "runs": len(runs), "wall_s": swept["data"].get("wall_s"),
+                      "weights_s": swept["data"].get("weights_s")},
+            "extrapolation": extrapolation,
+            "planted": [{"name": r["name"], **r["planted"]} for r in lever_results if r.get("planted")],
+            "engine_notes": list(swept["data"].get("notes") or []),
+            "runs": [{k: r.get(k) for k in ("label", "setting", "round", "warmup", "seq", "ok", "step_ms", "error", "wall_s")}
                      for r in runs],
         },
     )
 
 
 def _judge(lever: Lever, runs: list[dict], stat: stats.SettingStats | None, reference: dict | None,
-           base_interpreted: bool, rules, scale: float) -> dict[str, Any]:
-    """One tried lever's result: its runs' statistics, output check and verdict."""
+           base_interpreted: bool, rules, scale: float, min_effect: float) -> dict[str, Any]:
+    """One tried lever's result: its runs' statistics, output check and verdict (and, for a planted
+    lever, whether it came out as planted: planted_check)."""
     own = [r for r in runs if r["setting"] == lever.name]
     ok = [r for r in own if r["ok"]]
-    result: dict[str, Any] = {"name": lever.name, "seqs": [r["seq"] for r in own], "failed_runs": len(own) - len(ok)}
+    result: dict[str, Any] = {"name": lever.name, "seqs": sorted({r["seq"] for r in own}), "runs": len(own),
+                              "failed_runs": len(own) - len(ok)}
     if not ok or stat is None:
         result.update(status="failed", reason="; ".join(sorted({r["error"] for r in own})) or "no runs")
         return result
@@ -259,22 +309,65 @@ def _judge(lever: Lever, runs: list[dict], stat: stats.SettingStats | None, refe
     )
     if output["ok"] is False:
         result.update(status="changes the output",
-                      reason=f"outputs differ from the baseline's by {100 * output['error']:.3g}% (> {100 * rules.output_rtol:.0f}%)")
+                      reason=f"outputs differ from the baseline's by {100 * output['error']:.3g}% in the median row "
+                             f"(> {100 * rules.output_rtol:.0f}%; {output['rows_beyond']} of {output['rows']} rows beyond)")
     elif not comparable:
         modes = {True: "Triton under the CPU interpreter", False: "not interpreted"}
         result.update(status="not comparable",
                       reason=f"the baseline ran {modes[base_interpreted]}, this lever {modes[interpreted]}: their tok/s "
                              f"measure different execution, not the lever")
     else:
-        result["status"] = stats.speed_verdict(interval, rules.min_effect)
+        result["status"] = stats.speed_verdict(interval, min_effect)
+    if lever.planted:
+        result["planted"] = planted_check(lever.planted, result["status"], interval,
+                                          [r.get("planted_delay") for r in ok])
     return result
+
+
+def planted_check(kind: str, status: str, interval: stats.Interval | None, delays: list[dict | None]) -> dict[str, Any]:
+    """Whether a calibration lever came out as planted. ``null`` (changes nothing the engine reads):
+    "no change detected". ``delay``: "moves down" with its interval covering the expected ratio,
+    the median over its runs of 1 / (1 + planted delay / undelayed step), each measured in the run
+    (``delays``: the engine's planted_delay reports)."""
+    if kind == "null":
+        return {"kind": kind, "expected": "no change detected", "as_expected": status == "no change detected"}
+    measured = [d for d in delays if d]
+    if not measured or len(measured) != len(delays):
+        return {"kind": kind, "expected": "moves down", "as_expected": False, "expected_ratio": None, "covered": None,
+                "note": f"{len(delays) - len(measured)} of {len(delays)} runs reported no planted delay"}
+    from statistics import median
+
+    expected = median(d["expected_ratio"] for d in measured)
+    covered = bool(interval and interval.covers(expected))
+    return {"kind": kind, "expected": "moves down", "expected_ratio": expected, "covered": covered,
+            "as_expected": status == "moves down" and covered,
+            "frac": median(d["frac"] for d in measured), "planned_frac": measured[0]["planned_frac"],
+            "delay_ms": median(d["delay_ms"] for d in measured),
+            "undelayed_step_ms": median(d["undelayed_step_ms"] for d in measured)}
+
+
+def _extrapolation(engine: dict | None, step_ms: float, seqs: list[int]) -> dict[str, Any] | None:
+    """The engine's layer extrapolation with the baseline's numbers through it: which layer types
+    ran, the per-layer time, x the model's layers."""
+    if not engine:
+        return None
+    layer_ms = step_ms / engine["layers_run"]
+    kinds = {"0": "window-only", "4": "c4", "128": "c128"}
+    # the journal's JSON sorts keys as strings: order the layer types by compress ratio again
+    mix = lambda m: ", ".join(f"{m[r]} {kinds.get(r, 'ratio ' + r)}" for r in sorted(m, key=int))  # noqa: E731
+    return {**engine, "step_ms": step_ms, "layer_ms": layer_ms, "projected_step_ms": layer_ms * engine["layers_model"],
+            "seqs": seqs,
+            "text": (f"{engine['layers_run']} of {engine['layers_model']} layers run (model layers {engine['layer_ids']}: "
+                     f"{mix(engine['run_mix'])}; the model has {mix(engine['model_mix'])}): {step_ms:.4g} ms / "
+                     f"{engine['layers_run']} = {layer_ms:.4g} ms a layer, x {engine['layers_model']} = "
+                     f"{layer_ms * engine['layers_model']:.4g} ms a step")}
 
 
 def _row(lever: Lever, result: dict[str, Any]) -> list[Any]:
     change = _setting_text(lever.env, lever.options)
     if result["status"] == "not tried":
         return [lever.name, change, None, "-", "0", f"not tried: {result['reason']}", ""]
-    runs = len(result["seqs"])
+    runs = result.get("runs", len(result["seqs"]))
     if result["status"] == "failed":
         return [lever.name, change, None, "-", _runs_text(0, runs), f"failed: {result['reason']}", _seqs_text(result["seqs"])]
     low, high = result["interval"] or (None, None)
@@ -283,8 +376,17 @@ def _row(lever: Lever, result: dict[str, Any]) -> list[Any]:
         verdict += f": {result['reason']}"
     elif result["output"]["ok"] is None:
         verdict += f" (output not checked: {result['output']['note']})"
+    elif result["output"].get("rows_beyond"):
+        verdict += f" (output: {result['output']['note']})"
     if result["failed_runs"]:
         verdict += f" ({result['failed_runs']} runs failed)"
+    planted = result.get("planted")
+    if planted:
+        verdict += f"; planted {planted['kind']}: " + ("as expected" if planted["as_expected"] else "NOT as expected")
+        if planted.get("expected_ratio") is not None:
+            verdict += (f" (expected {100 * (planted['expected_ratio'] - 1):+.1f}% from a {planted['delay_ms']:.3g} ms "
+                        f"spin, {100 * planted['frac']:.2f}% of the step; {'inside' if planted['covered'] else 'outside'} "
+                        f"the interval)")
     ratio = ratio_text(result["ratio"], low, high)
     if result["status"] == "not comparable":
         ratio += " (not comparable)"

@@ -89,10 +89,10 @@ def floor_bound(total: float, parts: list[tuple[float, float | None]]) -> float:
     a floor above t (the box beat its measured copy bandwidth, e.g. from cache) counts as t: owning a
     kernel is never modelled as a slowdown.
     """
-    measured = sum(t for t, _ in parts)
+    measured = math.fsum(t for t, _ in parts)
     if not 0 <= measured <= total or total <= 0:
         raise ValueError(f"need 0 <= kernel time ({measured}) <= total ({total}) and total > 0")
-    remaining = total - measured + sum(min(f, t) for t, f in parts if f is not None)
+    remaining = total - measured + math.fsum(min(f, t) for t, f in parts if f is not None)
     return math.inf if remaining == 0 else total / remaining
 
 
@@ -147,11 +147,11 @@ def fallback_floors(state: InvestigationState, total: float) -> dict[str, Any]:
     parts = [(k["ms"], k["floor_ms"]) for k in kernels]
     return {
         "kernels": kernels, "steps": steps, "rates": rates, "no_rates": no_rates,
-        "ms": sum(t for t, _ in parts),
-        "floor_ms": sum(min(f, t) for t, f in parts if f is not None),
+        "ms": math.fsum(t for t, _ in parts),
+        "floor_ms": math.fsum(min(f, t) for t, f in parts if f is not None),
         "without_floor": [k["kernel"] for k in kernels if k["floor_ms"] is None],
         "bound_x": floor_bound(total, parts) if parts else 1.0,
-        "instant_x": amdahl(total, sum(t for t, _ in parts)) if parts else 1.0,
+        "instant_x": amdahl(total, math.fsum(t for t, _ in parts)) if parts else 1.0,
     }
 
 

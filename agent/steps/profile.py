@@ -8,7 +8,7 @@ from agent.state import Finding, InvestigationState, Number, Table, finding_for,
 from agent.steps import StepFailed
 from agent.steps.levers import interpretation_labels, throughput
 from agent.steps.survey import target_of
-from reports.format import fmt
+from reports.format import fmt, short
 from tools import trace
 
 TOP_KERNELS = 12
@@ -17,7 +17,7 @@ NAME_WIDTH = 100
 
 def short_name(name: str) -> str:
     """Kernel names in tables: demangled C++ templates run to thousands of characters."""
-    return name if len(name) <= NAME_WIDTH else name[: NAME_WIDTH - 3] + "..."
+    return short(name, NAME_WIDTH)
 
 
 def work_at(result_data: dict, batch: int) -> dict | None:
@@ -75,7 +75,10 @@ def profile_decode(state: InvestigationState, session: Session) -> Finding:
     target = target_of(state)
     device = finding_for(state, "survey").data["box"]["device"]
     batch = target.profile.batch or measured_batch(target, device)
-    applied = best_setting(target, finding_for(state, "levers").data)
+    # The deployment's setting is explained first; a backend lever measured above that setting's
+    # ceiling (the ceiling step's ``beaten_by``) sends the investigation on from the best measured one.
+    earlier = finding_for(state, "ceiling")
+    applied = best_setting(target, finding_for(state, "levers").data) if earlier and earlier.data.get("beaten_by") else []
     setting = with_levers(target, applied, device)
     args = bench_args(target, device, setting, [batch], profile={"batch": batch, "steps": target.profile.steps})
     result = session.call("engine.bench", args)

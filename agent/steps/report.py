@@ -17,7 +17,9 @@ def make_plots(state: InvestigationState, session: Session) -> dict[str, str]:
     levers = finding_for(state, "levers")
     if levers:
         base = levers.number("baseline_tok_s")
-        settings = [(r["name"], r.get("tok_s"), tuple(base * x for x in r["interval"]) if r.get("interval") else None)
+        # The bar is the paired ratio's point (its interval is around that point, not the lever's median).
+        settings = [(r["name"], base * r["ratio"] if r.get("ratio") else r.get("tok_s"),
+                     tuple(base * x for x in r["interval"]) if r.get("interval") and r.get("ratio") else None)
                     for r in levers.data["levers"]]
         detectable = levers.numbers.get("smallest_detectable_effect")
         png = plots.lever_sweep(base, detectable.value if detectable else None, settings)

@@ -3,16 +3,18 @@ hold the measurement against the prediction and the ceiling."""
 
 from __future__ import annotations
 
+import math
+
 from statistics import stdev
 from typing import Any
 
 from agent import consistency, stats
-from agent.engines import Setting, bench_args
+from agent.engines import Setting, bench_args, sweep_args
 from agent.session import Session
 from agent.state import Finding, InvestigationState, Number, Table, finding_for, findings_of, next_index
 from agent.steps import StepFailed
 from agent.steps.ceiling import amdahl, profile_times
-from agent.steps.levers import interpretation_labels, throughput
+from agent.steps.levers import interpretation_labels, sweep_runs, throughput
 from agent.steps.profile import attribute_dominant
 from agent.steps.survey import target_of
 from tools import trace
@@ -22,7 +24,7 @@ def replacement_time_us(baseline_kernels: list[dict], splitk_kernels: list[dict]
     """Time of the kernels that replaced the dominant one: those in the split-K trace the baseline
     trace did not have (plus the dominant one itself, should any call of it remain)."""
     before = {k["name"] for k in baseline_kernels}
-    return sum(k["total_us"] for k in splitk_kernels if k["name"] not in before or k["name"] == dominant)
+    return math.fsum(k["total_us"] for k in splitk_kernels if k["name"] not in before or k["name"] == dominant)
 
 
 def vanished_kernels(baseline_kernels: list[dict], splitk_kernels: list[dict]) -> list[dict]:
@@ -124,17 +126,24 @@ def build_splitk(state: InvestigationState, session: Session) -> Finding:
     noise = target.thresholds.noise
     rounds = noise.rewrite_rounds
     # The profiled runs (the profile step's and this step's first) are left out, as a sweep's warm-up:
-    # the first run of a new kernel in a process pays for its compile and cold caches.
-    pairs: list[tuple[float, float]] = []
-    runs = {"reference": [], "splitk": [], "profiled_splitk_ms": _run_ms(run, batch)}
+    # the first run of a new kernel in a process pays for its compile and cold caches. The rounds run
+    # in one engine process (engine.sweep), alternating the two settings after one warm-up of each.
+    plan = [("reference#warmup", reference), ("splitk#warmup", setting)]
     for r in range(1, rounds + 1):
-        a = session.call("engine.bench", bench_args(target, device, reference, [batch], repeat=r))
-        b = session.call("engine.bench", bench_args(target, device, setting, [batch], repeat=r))
-        seqs += [a["seq"], b["seq"]]
+        plan += [(f"reference#r{r}", reference), (f"splitk#r{r}", setting)]
+    swept = session.call("engine.sweep", sweep_args(target, device, plan, batch))
+    seqs.append(swept["seq"])
+    if not swept["ok"]:
+        raise StepFailed(f"the rounds alternating the profiled setting and split-K failed: {swept['error']}")
+    measured_runs = sweep_runs([{} for _ in plan], [label for label, _ in plan], swept, batch)
+    pairs: list[tuple[float, float]] = []
+    runs: dict[str, Any] = {"reference": [], "splitk": [], "profiled_splitk_ms": _run_ms(run, batch),
+                            "sweep_seq": swept["seq"]}
+    for a, b in zip(measured_runs[2::2], measured_runs[3::2]):
         if a["ok"] and b["ok"]:
-            pairs.append((_run_ms(a, batch), _run_ms(b, batch)))
-            runs["reference"].append(pairs[-1][0])
-            runs["splitk"].append(pairs[-1][1])
+            pairs.append((a["step_ms"], b["step_ms"]))
+            runs["reference"].append(a["step_ms"])
+            runs["splitk"].append(b["step_ms"])
     interval = stats.paired_interval(pairs, noise.confidence)
     if interval.ratio is None:
         raise StepFailed(f"no round measured both the profiled setting and split-K ({rounds} tried)")
@@ -164,7 +173,14 @@ def build_splitk(state: InvestigationState, session: Session) -> Finding:
     measured_tok_s = baseline_tok_s * measured_x
     launches = {"before": sum(k["calls"] for k in before_kernels) / steps,
                 "after": sum(k["calls"] for k in after_kernels) / steps}
-    gone = vanished_kernels(before_kernels, after_kernels)
+    gone = [k for k in vanished_kernels(before_kernels, after_kernels) if k["name"] != dominant["name"]]
+    # How much the profiler stretched each setting's step (its in-step window against the step timed
+    # without it): speedups read from two profiles carry both stretches.
+    after_window = split_summary.merged.in_step_window_us / 1000 / (split_summary.merged.steps or steps)
+    stretch = ({"before": window / steps / profile.number("timed_step_ms"),
+                "after": after_window / _run_ms(run, batch), "before_window_ms": window / steps,
+                "before_timed_ms": profile.number("timed_step_ms"), "after_window_ms": after_window,
+                "after_timed_ms": _run_ms(run, batch)} if after_window > 0 else None)
     now = split_summary.merged.kernels[0].to_dict() if split_summary.merged.kernels else None
 
     run_seqs = [s for s in seqs if s == run["seq"]] + profile.numbers["setting_tok_s"].seqs
@@ -191,7 +207,8 @@ def build_splitk(state: InvestigationState, session: Session) -> Finding:
     interim = Finding(index=next_index(state), step="splitk", headline="", verdict="", numbers=numbers,
                       data={"measured_interval": [interval.low, interval.high] if interval.low is not None else None,
                             "measured_interval_basis": _basis(interval, len(pairs)), "vanished_kernels": gone,
-                            "launches_per_step": launches, "prediction_intervals": prediction_intervals})
+                            "launches_per_step": launches, "prediction_intervals": prediction_intervals,
+                            "profiler_stretch": stretch})
     held = consistency.check(findings_of(state) + [interim], target.model_dump(mode="json"))
     mine = [c for c in held.checks if c.measurement == "split-K rewrite"]
     violated = [c for c in mine if c.verdict == "violated"]
@@ -231,14 +248,17 @@ def build_splitk(state: InvestigationState, session: Session) -> Finding:
                       note="each distinct call of one decode step, in its own form (caches, sink, index widths) and "
                            "with the configuration the wrapper chose; us: CUDA-graph replay medians on the box; share: "
                            "split-K us x calls a step / the split-K engine's timed step")],
-        artifacts={"trace": refs[run["data"]["trace"]["file"]]["path"]},
+        artifacts={"trace": refs[run["data"]["trace"]["file"]]["path"],
+                   **({"eager_trace": refs[run["data"]["trace"]["eager_file"]]["path"]}
+                      if run["data"]["trace"].get("eager_file") in refs else {})},
         evidence=sorted(set(seqs)), labels=interpretation_labels(state),
-        data={"calls": call_rows, "kernel_speedup": kernel_speedup, "operation_speedup": op_speedup,
+        data={"setting": {"label": setting.label, "env": setting.env, "options": setting.options},
+              "calls": call_rows, "kernel_speedup": kernel_speedup, "operation_speedup": op_speedup,
               "operation_after": attribution, "predicted_x": predicted_x, "predicted_operation_x": predicted_op_x,
               "measured_x": measured_x, "measured_interval": interim.data["measured_interval"],
               "measured_interval_basis": interim.data["measured_interval_basis"], "runs_ms": runs,
               "vanished_kernels": gone, "launches_per_step": launches, "dominant_after": now,
-              "prediction_intervals": prediction_intervals,
+              "prediction_intervals": prediction_intervals, "profiler_stretch": stretch,
               "checks": [c.model_dump(mode="json") for c in mine]},
     )
 
@@ -264,7 +284,8 @@ def _basis(interval: stats.Interval, pairs: int) -> str:
     if interval.low is None:
         return f"{pairs} paired run(s): {interval.note or 'no interval'}"
     return (f"{100 * interval.confidence:.0f}% t-interval over {pairs} rounds alternating the profiled setting and "
-            f"split-K (runs are the unit)" + (f"; {interval.note}" if interval.note else ""))
+            f"split-K in one engine process after a warm-up of each (runs are the unit)"
+            + (f"; {interval.note}" if interval.note else ""))
 
 
 def _share_of_step(row: dict[str, Any], step_ms: float) -> float | None:

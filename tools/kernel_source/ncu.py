@@ -49,7 +49,6 @@ OCCUPANCY = {
     "achieved_active_warps": ("Achieved Active Warps Per SM", "sm__warps_active.avg.per_cycle_active"),
 }
 LAUNCH = {
-    "duration_ns": ("Duration", "gpu__time_duration.sum"),
     "registers": ("Registers Per Thread", "launch__registers_per_thread"),
     "sms": ("# SMs", "device__attribute_multiprocessor_count"),
     "waves": ("Waves Per SM", "launch__waves_per_multiprocessor"),
@@ -70,6 +69,7 @@ WARP_STATE = {  # WarpStateStats
 # (cycles per issued instruction) and smsp__pcsamp_warps_issue_stalled_<reason> (samples)
 _STALL_RAW = re.compile(r"^smsp__(?:average_warps?_(?:latency_)?issue_stalled|average_warp_latency_issue_stalled|pcsamp_warps_issue_stalled)_([a-z_]+?)(?:_per_issue_active|_per_warp_active)?(?:\.ratio|\.pct|\.sum|\.avg)?(?:\.not_issued)?$")
 _STALL_DISPLAY = re.compile(r"^Stall ([A-Z][A-Za-z /]+)$")
+NOT_STALLS = {"selected"}
 
 
 def _number(text: str) -> float | None:
@@ -142,6 +142,20 @@ def _pick(metrics: dict, names: tuple) -> float | None:
     return None
 
 
+# ncu prints a duration in the unit it finds readable (ns on one page, us on another): all in microseconds
+_TIME_UNITS_US = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3, "s": 1e6, "second": 1e6}
+DURATION = ("Duration", "gpu__time_duration.sum")
+
+
+def _duration_us(metrics: dict) -> float | None:
+    for name in DURATION:
+        if name in metrics:
+            value, scale = _number(metrics[name]["value"]), _TIME_UNITS_US.get(metrics[name].get("unit", "").strip())
+            if value is not None and scale is not None:
+                return value * scale
+    return None
+
+
 def _dims(text: str | None) -> list[int] | None:
     if not text:
         return None
@@ -168,7 +182,24 @@ def stall_reasons(launch: dict) -> list[dict] | None:
     by_reason: dict[str, dict] = {}
     for item in found:
         by_reason.setdefault(item["reason"], item)
-    return sorted(by_reason.values(), key=lambda i: -i["value"])
+    # "selected" is the cycle a warp issues (always 1 per issued instruction), not a wait: not ranked
+    # among the stalls, though it is part of the cycles between issues
+    return sorted((i for r, i in by_reason.items() if r not in NOT_STALLS), key=lambda i: -i["value"])
+
+
+def stall_shares(stalls: list[dict] | None, cycles_per_issue: float | None) -> list[dict] | None:
+    """Each stall with its share of the warp cycles between two issued instructions (WarpStateStats'
+    "Warp Cycles Per Issued Instruction"), as ncu's own rules state it ("this stall type represents
+    about X% of the total average of N cycles between issuing two instructions"), for the
+    per-issue ratios (``..._per_issue_active.ratio``); other families get no share."""
+    if stalls is None:
+        return None
+    out = []
+    for item in stalls:
+        share = (item["value"] / cycles_per_issue if cycles_per_issue and item["metric"].endswith("_per_issue_active.ratio")
+                 else None)
+        out.append({**item, "share": share})
+    return out
 
 
 def verdict(throughput: dict[str, float | None], pipes: dict[str, float | None] | None = None) -> dict[str, Any]:
@@ -198,7 +229,7 @@ def summarize_launch(launch: dict, source: str) -> dict[str, Any]:
     pipes = {key: _pick(metrics, names) for key, names in PIPES.items()}
     scheduler = {key: _pick(metrics, names) for key, names in SCHEDULER.items()}
     warp_state = {key: _pick(metrics, names) for key, names in WARP_STATE.items()}
-    stalls = stall_reasons(launch)
+    stalls = stall_shares(stall_reasons(launch), warp_state["warp_cycles_per_issued_instruction"])
     out = {
         "measured": True,
         "source": source,
@@ -212,6 +243,7 @@ def summarize_launch(launch: dict, source: str) -> dict[str, Any]:
         "pipes_pct": {k: v for k, v in pipes.items() if v is not None} or None,
         **{key: _pick(metrics, names) for key, names in OCCUPANCY.items()},
         **{key: _pick(metrics, names) for key, names in LAUNCH.items()},
+        "duration_us": _duration_us(metrics),
         "scheduler": scheduler if any(v is not None for v in scheduler.values()) else None,
         "warp_state": warp_state if any(v is not None for v in warp_state.values()) else None,
         "stalls": stalls[:5] if stalls else None,
@@ -244,4 +276,4 @@ def summarize(path: Path | str | None, kernel: str | None = None) -> dict[str, A
     return summary
 
 
-__all__ = ["DRAM_LOW_PCT", "HIGH_PCT", "read_launches", "stall_reasons", "summarize", "summarize_launch", "verdict"]
+__all__ = ["DRAM_LOW_PCT", "HIGH_PCT", "read_launches", "stall_reasons", "stall_shares", "summarize", "summarize_launch", "verdict"]

@@ -1,4 +1,5 @@
 """``python -m tools.engines.reference bench --spec SPEC_JSON|@file --out DIR``
+``python -m tools.engines.reference sweep --spec SWEEP_JSON|@file``
 ``python -m tools.engines.reference check --spec SPEC_JSON|@file``
 
 Prints exactly one JSON object on stdout (progress goes to stderr). Exit 0 ok; 2 bad input (bad
@@ -16,9 +17,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from .spec import SpecError, parse_spec
-
-TRITON_BACKENDS = ("sglang-triton", "splitk")
+from .spec import TRITON_BACKENDS, SpecError, parse_spec, parse_sweep_spec
 
 
 class _BadInput(Exception):
@@ -38,6 +37,8 @@ def _parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="time decode steps per batch size; optionally write a trace")
     bench.add_argument("--spec", required=True, help="JSON object, or @path to a JSON file")
     bench.add_argument("--out", required=True, type=Path, help="directory for the trace")
+    sweep = sub.add_parser("sweep", help="many bench runs in order in one process, on weights built once")
+    sweep.add_argument("--spec", required=True, help="JSON object (spec.SweepSpec), or @path to a JSON file")
     check = sub.add_parser("check", help="compare the spec's attention backend with torch and float32")
     check.add_argument("--spec", required=True, help="JSON object, or @path to a JSON file")
     return parser
@@ -59,7 +60,7 @@ def _emit(obj: dict) -> None:
     sys.stdout.flush()
 
 
-def _prepare_device(requested: str, attention: str) -> None:
+def _prepare_device(requested: str, attentions: set[str]) -> None:
     """Refuse a device this box lacks; on the CPU, put Triton in interpreter mode before it loads."""
     import torch
 
@@ -67,30 +68,43 @@ def _prepare_device(requested: str, attention: str) -> None:
     if requested == "cuda" and not cuda:
         raise _BadInput("device cuda requested but torch.cuda.is_available() is false on this box", "bad_input")
     on_cpu = requested == "cpu" or (requested == "auto" and not cuda)
-    if on_cpu and attention in TRITON_BACKENDS and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+    if on_cpu and attentions & set(TRITON_BACKENDS) and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
         if "triton" in sys.modules:
             raise RuntimeError("triton was imported before TRITON_INTERPRET could be set")
         os.environ["TRITON_INTERPRET"] = "1"
 
 
+def _gpu_only(spec) -> str | None:
+    """The first option of ``spec`` that needs a CUDA device, or None."""
+    if spec.cuda_graph:
+        return "cuda_graph"
+    return "delay_frac" if spec.delay_frac else None
+
+
 def _main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     try:
-        spec = parse_spec(args.spec)
+        sweep = parse_sweep_spec(args.spec) if args.command == "sweep" else None
+        spec = sweep.base if sweep else parse_spec(args.spec)
     except SpecError as exc:
         raise _BadInput(str(exc), "bad_input") from None
-    if spec.cuda_graph and spec.device == "cpu":
-        raise _BadInput("bad spec: cuda_graph: needs a CUDA device, spec device is cpu", "bad_input")
-    _prepare_device(spec.device, spec.attention)
+    specs = [sweep.spec_of(i) for i in range(len(sweep.runs))] if sweep else [spec]
+    needs_gpu = next((name for name in map(_gpu_only, specs) if name), None)
+    if needs_gpu and spec.device == "cpu":
+        raise _BadInput(f"bad spec: {needs_gpu}: needs a CUDA device, spec device is cpu", "bad_input")
+    _prepare_device(spec.device, {s.attention for s in specs})
 
     from . import bench, check
+    from . import sweep as sweep_mod
     from .attention import BackendUnavailable
 
-    if spec.cuda_graph and bench.resolve_device(spec.device).type != "cuda":
-        raise _BadInput("bad spec: cuda_graph: needs a CUDA device, none on this box", "bad_input")
+    if needs_gpu and bench.resolve_device(spec.device).type != "cuda":
+        raise _BadInput(f"bad spec: {needs_gpu}: needs a CUDA device, none on this box", "bad_input")
     try:
         if args.command == "check":
             result = check.run(spec)
+        elif sweep:
+            result = sweep_mod.run(sweep)
         else:
             args.out.mkdir(parents=True, exist_ok=True)
             result = bench.run(spec, args.out)

@@ -13,7 +13,7 @@ from typing import Callable
 
 import torch
 
-from . import model
+from . import model, planted
 from .attention import CALLS, load_backend, upstream_kernel_configs
 from .spec import BenchSpec, RankShapes, rank_shapes
 from .work import attention_work
@@ -70,20 +70,21 @@ def _build_layers(spec: BenchSpec, shapes: RankShapes, device: torch.device) -> 
     return [model.make_layer_weights(shapes, ratio, gen, device) for ratio in shapes.layer_compress_ratios]
 
 
-def _build_step(spec, shapes, weights, batch, device, attend) -> tuple[Callable[[], torch.Tensor], list]:
+def _build_step(spec, shapes, weights, batch, device, attend, impl=None) -> tuple[Callable[[], torch.Tensor], list]:
     gen = torch.Generator(device=device).manual_seed(spec.seed + 1 + batch)
     states = [model.make_layer_state(shapes, w.ratio, batch, gen, device) for w in weights]
     layers = list(zip(weights, states))
     x = model.random_tensor((batch, shapes.hidden), gen, device)
 
     def step() -> torch.Tensor:
-        return model.decode_step(x, layers, shapes, attend)
+        return model.decode_step(x, layers, shapes, attend, impl)
 
     return step, states
 
 
-def _graphed(step: Callable[[], torch.Tensor], device: torch.device) -> Callable[[], torch.Tensor]:
-    """Capture one step into a CUDA graph (after warm-up on a side stream, as torch requires)."""
+def _graphed(step: Callable[[], torch.Tensor], device: torch.device, steps: int = 1) -> Callable[[], torch.Tensor]:
+    """Capture ``steps`` decode steps into one CUDA graph (after warm-up on a side stream, as torch
+    requires); a replay runs them all and returns the last one's output."""
     side = torch.cuda.Stream(device)
     side.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(side):
@@ -91,7 +92,8 @@ def _graphed(step: Callable[[], torch.Tensor], device: torch.device) -> Callable
     torch.cuda.current_stream(device).wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        out = step()
+        for _ in range(steps):
+            out = step()
 
     def replay() -> torch.Tensor:
         graph.replay()
@@ -104,8 +106,10 @@ class NonFinite(RuntimeError):
     """The decode step produced NaN or inf: the numbers would be timings of garbage."""
 
 
-def time_steps(step: Callable[[], torch.Tensor], device: torch.device, steps: int, warmup: int) -> list[float]:
-    """Milliseconds per step: CUDA events around each step on GPU, perf_counter on CPU."""
+def time_steps(step: Callable[[], torch.Tensor], device: torch.device, steps: int, warmup: int,
+               steps_per_call: int = 1) -> list[float]:
+    """Milliseconds per decode step: CUDA events around each call on GPU, perf_counter on CPU; a call
+    that runs ``steps_per_call`` decode steps (a graph of several) counts its time / steps_per_call."""
     for _ in range(warmup):
         step()
     _sync(device)
@@ -117,13 +121,47 @@ def time_steps(step: Callable[[], torch.Tensor], device: torch.device, steps: in
             step()
             end.record()
             end.synchronize()
-            samples.append(float(start.elapsed_time(end)))
+            samples.append(float(start.elapsed_time(end)) / steps_per_call)
     else:
         for _ in range(steps):
             t0 = time.perf_counter()
             step()
-            samples.append((time.perf_counter() - t0) * 1e3)
+            samples.append((time.perf_counter() - t0) * 1e3 / steps_per_call)
     return samples
+
+
+def _spin_ms(cycles: int, device: torch.device, repeats: int = 5) -> float:
+    """Median time of one ``torch.cuda._sleep(cycles)`` kernel, by CUDA events."""
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        end.synchronize()
+        times.append(float(start.elapsed_time(end)))
+    return statistics.median(times)
+
+
+def plant_delay(step: Callable[[], torch.Tensor], spec: BenchSpec, device: torch.device
+                ) -> tuple[Callable[[], torch.Tensor], dict]:
+    """The step with a spin of ``spec.delay_frac`` of its own time after it (inside the graph when
+    the step is captured), and the report of what was planted (planted.delay_report): the setting's
+    step timed without the delay in this run, the spin's rate on this GPU now, the spin timed alone."""
+    plain = _graphed(step, device, spec.steps_per_graph) if spec.cuda_graph else step
+    undelayed = statistics.median(time_steps(plain, device, spec.steps, max(spec.warmup - 1, 0), spec.steps_per_graph))
+    del plain
+    _spin_ms(planted.RATE_CYCLES, device, 2)  # the spin kernel's first launch stays out of the rate
+    rate = planted.RATE_CYCLES / _spin_ms(planted.RATE_CYCLES, device)
+    cycles = planted.sleep_cycles(undelayed, spec.delay_frac, rate)
+    report = planted.delay_report(spec.delay_frac, undelayed, rate, cycles, _spin_ms(cycles, device, 9))
+
+    def delayed() -> torch.Tensor:
+        out = step()
+        torch.cuda._sleep(cycles)
+        return out
+
+    return delayed, report
 
 
 # Directions the output is projected on: enough to tell a wrong answer from rounding, few enough to log.
@@ -166,6 +204,62 @@ def _log(message: str) -> None:
     print(f"[reference] {message}", file=sys.stderr, flush=True)
 
 
+def measure(spec: BenchSpec, shapes: RankShapes, weights: list[model.LayerWeights], batch: int,
+            device: torch.device, attend) -> dict:
+    """One batch size of one setting on built weights: a fresh step and state, one eager step
+    (autotune, compile and lazy init stay out of the timing; attention calls and routing recorded),
+    the graph capture when ``cuda_graph``, warm-up and timed steps, the output sketch. Raises
+    NonFinite when the step's output is not finite."""
+    impl = model.step_impl(spec.moe, spec.compile)
+    step, _ = _build_step(spec, shapes, weights, batch, device, attend, impl)
+    CALLS.reset()
+    model.ROUTING.start()
+    out = step()
+    _sync(device)
+    distinct = model.ROUTING.distinct()
+    attention_calls = CALLS.distinct()
+    if not bool(torch.isfinite(out).all()):
+        raise NonFinite(f"decode step output at batch {batch} is not finite")
+    delay = None
+    if spec.delay_frac:
+        step, delay = plant_delay(step, spec, device)
+    run_step = _graphed(step, device, spec.steps_per_graph) if spec.cuda_graph else step
+    samples = time_steps(run_step, device, spec.steps, max(spec.warmup - 1, 0), spec.steps_per_graph)
+    # A graph replays into its own output buffer: replay once more to sketch what the graph computes.
+    sketch = output_sketch(run_step() if spec.cuda_graph or spec.delay_frac else out, spec.seed)
+    step_ms = statistics.median(samples)
+    layer_ms = step_ms / shapes.layers_run
+    projected_ms = layer_ms * shapes.layers_model
+    return {
+        "batch": batch,
+        "attention_calls": attention_calls,
+        "moe_distinct_experts": distinct,
+        "step_ms": step_ms,
+        "step_ms_samples": samples,
+        "layer_ms": layer_ms,
+        "tok_s": batch * 1e3 / step_ms,
+        "projected_step_ms": projected_ms,
+        "tok_s_projected": batch * 1e3 / projected_ms,
+        "output_sketch": sketch,
+        "planted_delay": delay,
+    }
+
+
+def build_weights(spec: BenchSpec, device: torch.device) -> tuple[RankShapes, list[model.LayerWeights]]:
+    """The rank's shapes and its layers' random weights (seeded by the spec)."""
+    shapes = rank_shapes(spec)
+    torch.manual_seed(spec.seed)
+    weights = _build_layers(spec, shapes, device)
+    _log(f"built {shapes.layers_run} layers (model layers {shapes.layer_ids}, {shapes.experts_run} experts) on {device}")
+    return shapes, weights
+
+
+def setting_of(spec: BenchSpec) -> dict:
+    """The per-run engine options of a spec, as results report them."""
+    return {"attention": spec.attention, "cuda_graph": spec.cuda_graph, "compile": spec.compile, "moe": spec.moe,
+            "steps_per_graph": spec.steps_per_graph, "delay_frac": spec.delay_frac}
+
+
 def run(spec: BenchSpec, out_dir: Path) -> dict:
     """Run the bench described by ``spec``; returns the result object (``ok`` true).
 
@@ -173,48 +267,20 @@ def run(spec: BenchSpec, out_dir: Path) -> dict:
     those into ``ok: false`` results.
     """
     device = resolve_device(spec.device)
-    shapes = rank_shapes(spec)
     attend = load_backend(spec.attention)
     interpreter = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-    torch.manual_seed(spec.seed)
     started = time.perf_counter()
     results = []
     trace = None
     with torch.inference_mode():
-        weights = _build_layers(spec, shapes, device)
-        _log(f"built {shapes.layers_run} layers (model layers {shapes.layer_ids}) on {device}")
+        shapes, weights = build_weights(spec, device)
         for batch in spec.batch_sizes:
-            step, _ = _build_step(spec, shapes, weights, batch, device, attend)
-            CALLS.reset()
-            out = step()
-            _sync(device)
-            attention_calls = CALLS.distinct()
-            if not bool(torch.isfinite(out).all()):
-                raise NonFinite(f"decode step output at batch {batch} is not finite")
-            run_step = _graphed(step, device) if spec.cuda_graph else step
-            samples = time_steps(run_step, device, spec.steps, max(spec.warmup - 1, 0))
-            # A graph replays into its own output buffer: replay once more to sketch what the graph computes.
-            sketch = output_sketch(run_step() if spec.cuda_graph else out, spec.seed)
-            step_ms = statistics.median(samples)
-            layer_ms = step_ms / shapes.layers_run
-            projected_ms = layer_ms * shapes.layers_model
-            results.append({
-                "batch": batch,
-                "attention_calls": attention_calls,
-                "step_ms": step_ms,
-                "step_ms_samples": samples,
-                "layer_ms": layer_ms,
-                "tok_s": batch * 1e3 / step_ms,
-                "projected_step_ms": projected_ms,
-                "tok_s_projected": batch * 1e3 / projected_ms,
-                "output_sketch": sketch,
-            })
-            _log(f"batch {batch}: median step {step_ms:.3f} ms over {len(samples)} steps")
-            del step, run_step, out
+            results.append(measure(spec, shapes, weights, batch, device, attend))
+            _log(f"batch {batch}: median step {results[-1]['step_ms']:.3f} ms over {spec.steps} steps")
             gc.collect()
         if spec.profile is not None:
             batch = spec.profile.batch
-            step, _ = _build_step(spec, shapes, weights, batch, device, attend)
+            step, _ = _build_step(spec, shapes, weights, batch, device, attend, model.step_impl(spec.moe, spec.compile))
             run_step = _graphed(step, device) if spec.cuda_graph else step
             if device.type == "cuda":
                 run_step()  # autotune and lazy init stay out of the trace
@@ -240,9 +306,9 @@ def run(spec: BenchSpec, out_dir: Path) -> dict:
         "device": device_info(device),
         "versions": versions(),
         "interpreter": interpreter,
-        "attention": spec.attention,
-        "cuda_graph": spec.cuda_graph,
+        **setting_of(spec),
         "shapes": shapes.model_dump(),
+        "extrapolation": extrapolation(shapes, spec),
         "results": results,
         "kernel_config": kernel_config,
         "kernel_configs": kernel_configs,
@@ -251,24 +317,56 @@ def run(spec: BenchSpec, out_dir: Path) -> dict:
         "attention_work": [attention_work(shapes, batch, spec.attention)
                            for batch in sorted(set(spec.batch_sizes) | ({spec.profile.batch} if spec.profile else set()))],
         "wall_s": time.perf_counter() - started,
-        "notes": _notes(spec, shapes, device, interpreter),
+        "notes": notes(spec, shapes, device, interpreter),
     }
 
 
-def _notes(spec: BenchSpec, shapes: RankShapes, device: torch.device, interpreter: bool) -> list[str]:
+def extrapolation(shapes: RankShapes, spec: BenchSpec) -> dict:
+    """How a measured step becomes the model's: the layers run (model ids and compress ratios) against
+    the model's mix of layer types, and the rule: per-layer time = step / layers run, x model layers."""
+    model_ratios = spec.effective_model().compress_ratios
+    mix = lambda ratios: {str(r): ratios.count(r) for r in sorted(set(ratios))}  # noqa: E731
+    return {"layers_run": shapes.layers_run, "layer_ids": shapes.layer_ids, "layer_ratios": shapes.layer_compress_ratios,
+            "run_mix": mix(shapes.layer_compress_ratios), "model_mix": mix(model_ratios),
+            "layers_model": shapes.layers_model,
+            "rule": f"projected step = (measured step / {shapes.layers_run} layers run) x {shapes.layers_model} model layers"}
+
+
+def notes(spec: BenchSpec, shapes: RankShapes, device: torch.device, interpreter: bool) -> list[str]:
+    """What the measurement is and is not, in lines a report can quote."""
+    ratios = shapes.layer_compress_ratios
+    kinds = ", ".join(f"{ratios.count(r)} {_LAYER_KIND[r]}" for r in sorted(set(ratios)))
+    model_ratios = spec.effective_model().compress_ratios
+    model_kinds = ", ".join(f"{model_ratios.count(r)} {_LAYER_KIND[r]}" for r in sorted(set(model_ratios)))
     notes = [
-        f"tok_s_projected and projected_step_ms are a projection: measured per-layer time x "
-        f"{shapes.layers_model} model layers ({shapes.layers_run} run: model layers {shapes.layer_ids}, "
-        f"compress ratios {shapes.layer_compress_ratios})",
+        f"tok_s_projected and projected_step_ms are a projection: measured step / {shapes.layers_run} layers run "
+        f"x {shapes.layers_model} model layers (run: model layers {shapes.layer_ids}, {kinds}; the model has "
+        f"{model_kinds}: every layer is counted at the run layers' mean time)",
         f"one rank of TP{spec.tp}: no all-reduce or other communication is run",
         "random weights and caches; every step decodes position context_len again (fixed inputs)",
+        "weights are bf16 where the checkpoint holds FP8/FP4 (no torch._scaled_mm): weight GEMMs read 2x (FP8) "
+        "to 4x (FP4) the deployment's bytes; FP8 indexer keys are bf16 here",
         "not modelled: embedding, LM head and sampling, hyper-connections (hc_mult), hash-routed layers, "
-        "the compressor's pooled-token emission (its per-step projection is run), FP8/FP4 weights "
-        "(weights are bf16), FP8 indexer keys (bf16 here)",
-        "routed experts: tokens sorted by expert, one torch._grouped_mm per projection",
+        "the compressor's pooled-token emission (its per-step projection is run)",
+        _MOE_NOTE[spec.moe],
     ]
     if shapes.experts_run != shapes.experts_model:
-        notes.append(f"{shapes.experts_run} of {shapes.experts_model} experts held (spec experts)")
+        notes.append(f"{shapes.experts_run} of {shapes.experts_model} experts held (spec experts): routing picks "
+                     f"among {shapes.experts_run}, so the MoE kernels see more tokens per expert than real routing gives")
+    else:
+        notes.append(f"all {shapes.experts_model} experts held in their own weight buffers (moe_distinct_experts: "
+                     f"the distinct experts each layer's routing picked)")
+    if spec.compile:
+        notes.append("compile: torch.compile of the projections, norms and the grouped MoE"
+                     + (" (the per-expert loop stays eager)" if spec.moe == "loop" else "")
+                     + "; attention, cache writes, the compressor projection and the indexer run eagerly")
+    if spec.steps_per_graph > 1:
+        notes.append(f"{spec.steps_per_graph} decode steps captured per CUDA graph; a step's time is a replay's / "
+                     f"{spec.steps_per_graph}")
+    if spec.delay_frac:
+        notes.append(f"planted delay: a torch.cuda._sleep spin of {spec.delay_frac:.1%} of this setting's own step "
+                     f"after every step{' inside the graph' if spec.cuda_graph else ''} (planted_delay: what was "
+                     f"measured and the ratio it should give)")
     if shapes.kernel_heads != shapes.heads_per_rank:
         notes.append(f"attention kernel runs {shapes.kernel_heads} heads for {shapes.heads_per_rank} per-rank heads "
                      f"(padded as SGLang's _kernel_num_heads does)")
@@ -278,3 +376,11 @@ def _notes(spec: BenchSpec, shapes: RankShapes, device: torch.device, interprete
     elif device.type == "cpu":
         notes.append("CPU measurement")
     return notes
+
+
+_LAYER_KIND = {0: "window-only", 4: "c4", 128: "c128"}
+_MOE_NOTE = {
+    "grouped": "routed experts: tokens sorted by expert, one torch._grouped_mm per projection",
+    "loop": "routed experts: a per-expert loop (the host reads each expert's token count, then two GEMMs for each "
+            "expert that got tokens)",
+}

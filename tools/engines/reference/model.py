@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -252,17 +253,38 @@ def indexer_topk(h: torch.Tensor, q_lora: torch.Tensor, w: LayerWeights, st: Lay
     return F.pad(chosen.int(), (0, width - k), value=-1).unsqueeze(1)
 
 
-def attention_block(x: torch.Tensor, w: LayerWeights, st: LayerState, shapes: RankShapes, attend: DecodeFn) -> torch.Tensor:
-    batch = x.shape[0]
-    heads, head_dim, nope = shapes.heads_per_rank, shapes.head_dim, dsv4_cache.NOPE_DIM
-    h = rms_norm(x, w.attn_norm)
-    q_lora = rms_norm(F.linear(h, w.wq_a), w.q_norm)
-    q = rms_norm(F.linear(q_lora, w.wq_b).view(batch, heads, head_dim), None)
-    st.q_padded[:, :heads, :nope] = q[..., :nope]
-    st.q_padded[:, :heads, nope:] = apply_rope(q[..., nope:], st.cos, st.sin)
+def pre_attention(x: torch.Tensor, attn_norm: torch.Tensor, wq_a: torch.Tensor, q_norm: torch.Tensor,
+                  wq_b: torch.Tensor, wkv: torch.Tensor, kv_norm: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                  heads: int, head_dim: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The attention half's projections and norms before the cache: (h, q_lora, q [B, heads, 512] with
+    RoPE on its rope dims, kv [B, 512] with RoPE). Pure (no state touched): what ``compile`` compiles."""
+    batch, nope = x.shape[0], dsv4_cache.NOPE_DIM
+    h = rms_norm(x, attn_norm)
+    q_lora = rms_norm(F.linear(h, wq_a), q_norm)
+    q = rms_norm(F.linear(q_lora, wq_b).view(batch, heads, head_dim), None)
+    q = torch.cat([q[..., :nope], apply_rope(q[..., nope:], cos, sin)], dim=-1)
+    kv = rms_norm(F.linear(h, wkv), kv_norm)
+    kv = torch.cat([kv[:, :nope], apply_rope(kv[:, nope:], cos, sin)], dim=-1)
+    return h, q_lora, q, kv
 
-    kv = rms_norm(F.linear(h, w.wkv), w.kv_norm)
-    kv = torch.cat([kv[:, :nope], apply_rope(kv[:, nope:], st.cos, st.sin)], dim=-1)
+
+def post_attention(x: torch.Tensor, out: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, wo_a: torch.Tensor,
+                   wo_b: torch.Tensor, heads: int, groups: int) -> torch.Tensor:
+    """Inverse RoPE on the attention output, the grouped output projection and the residual. Pure."""
+    batch, nope = x.shape[0], dsv4_cache.NOPE_DIM
+    o = out[:, 0, :heads]
+    o = torch.cat([o[..., :nope], apply_rope(o[..., nope:], cos, sin, inverse=True)], dim=-1)
+    o = torch.einsum("bgd,grd->bgr", o.reshape(batch, groups, -1), wo_a)
+    return x + F.linear(o.reshape(batch, -1), wo_b)
+
+
+def attention_block(x: torch.Tensor, w: LayerWeights, st: LayerState, shapes: RankShapes, attend: DecodeFn,
+                    impl: "StepImpl | None" = None) -> torch.Tensor:
+    impl = impl or EAGER
+    heads, head_dim = shapes.heads_per_rank, shapes.head_dim
+    h, q_lora, q, kv = impl.pre_attention(x, w.attn_norm, w.wq_a, w.q_norm, w.wq_b, w.wkv, w.kv_norm, st.cos, st.sin,
+                                          heads, head_dim)
+    st.q_padded[:, :heads] = q
     dsv4_cache.write_tokens(st.swa_cache, st.new_slot, kv)
 
     extra_indices = st.extra_indices
@@ -276,47 +298,158 @@ def attention_block(x: torch.Tensor, w: LayerWeights, st: LayerState, shapes: Ra
             st.q_padded.unsqueeze(1), st.swa_cache, st.swa_indices, st.swa_lengths, w.attn_sink, head_dim,
             head_dim ** -0.5, st.extra_cache, extra_indices, st.extra_lengths,
         )
-    o = out[:, 0, :heads]
-    o = torch.cat([o[..., :nope], apply_rope(o[..., nope:], st.cos, st.sin, inverse=True)], dim=-1)
-    groups = shapes.o_groups_per_rank
-    o = torch.einsum("bgd,grd->bgr", o.reshape(batch, groups, -1), w.wo_a)
-    return x + F.linear(o.reshape(batch, -1), w.wo_b)
+    return impl.post_attention(x, out, st.cos, st.sin, w.wo_a, w.wo_b, heads, shapes.o_groups_per_rank)
 
 
 def route(h: torch.Tensor, w: LayerWeights, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """DeepSeek-V4 routing: sqrt(softplus) scores, top-k on scores + bias, normalized weights x 1.5."""
-    scores = torch.sqrt(F.softplus(F.linear(h, w.gate).float()))
-    ids = torch.topk(scores + w.gate_bias, top_k, dim=-1).indices
+    return _route(h, w.gate, w.gate_bias, top_k)
+
+
+def _route(h: torch.Tensor, gate_w: torch.Tensor, gate_bias: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    scores = torch.sqrt(F.softplus(F.linear(h, gate_w).float()))
+    ids = torch.topk(scores + gate_bias, top_k, dim=-1).indices
     weights = scores.gather(1, ids)
     weights = weights / weights.sum(-1, keepdim=True) * ROUTED_SCALING
     return ids, weights
 
 
-def moe_block(x: torch.Tensor, w: LayerWeights, shapes: RankShapes) -> torch.Tensor:
-    top_k = shapes.experts_per_token
-    h = rms_norm(x, w.ffn_norm)
-    ids, weights = route(h, w, top_k)
+def moe_grouped(x: torch.Tensor, ffn_norm: torch.Tensor, gate_w: torch.Tensor, gate_bias: torch.Tensor,
+                w13: torch.Tensor, w2: torch.Tensor, shared_w13: torch.Tensor | None, shared_w2: torch.Tensor | None,
+                top_k: int) -> torch.Tensor:
+    """The FFN half with the routed experts as one torch._grouped_mm per projection over the tokens
+    sorted by expert (only the experts that got tokens are read, as a fused MoE kernel does). Pure,
+    no host read: capturable in a CUDA graph, and what ``compile`` compiles."""
+    h = rms_norm(x, ffn_norm)
+    ids, weights = _route(h, gate_w, gate_bias, top_k)
     flat_ids = ids.reshape(-1)
     order = torch.argsort(flat_ids, stable=True)
     token = order // top_k
-    counts = torch.zeros(shapes.experts_run, dtype=torch.int32, device=x.device)
+    counts = torch.zeros(w13.shape[0], dtype=torch.int32, device=x.device)
     counts.scatter_add_(0, flat_ids, torch.ones_like(flat_ids, dtype=torch.int32))
     offsets = torch.cumsum(counts, 0, dtype=torch.int32)
-    # One grouped GEMM reads only the experts that got tokens, as a fused MoE kernel does.
-    gate_up = torch._grouped_mm(h[token], w.w13.transpose(-2, -1), offs=offsets)
+    gate_up = torch._grouped_mm(h[token], w13.transpose(-2, -1), offs=offsets)
     gate, up = gate_up.chunk(2, dim=-1)
-    down = torch._grouped_mm(F.silu(gate) * up, w.w2.transpose(-2, -1), offs=offsets)
+    down = torch._grouped_mm(F.silu(gate) * up, w2.transpose(-2, -1), offs=offsets)
     down = down * weights.reshape(-1)[order].unsqueeze(-1).to(down.dtype)
-    routed = torch.zeros_like(x).index_add_(0, token, down)
-    if w.shared_w13 is not None:
-        gate, up = F.linear(h, w.shared_w13).chunk(2, dim=-1)
-        routed = routed + F.linear(F.silu(gate) * up, w.shared_w2)
-    return x + routed
+    per_slot = torch.empty_like(down)
+    per_slot[order] = down
+    return x + _combine(per_slot, x.shape[0], top_k) + _shared_expert(h, shared_w13, shared_w2)
 
 
-def decode_step(x: torch.Tensor, layers: list[tuple[LayerWeights, LayerState]], shapes: RankShapes, attend: DecodeFn) -> torch.Tensor:
+def _combine(per_slot: torch.Tensor, batch: int, top_k: int) -> torch.Tensor:
+    """Each token's top_k expert outputs (``[batch * top_k, hidden]``, token-major) summed in a fixed
+    order. An index_add_ over tokens would add them with atomics on a GPU, in an order that changes
+    from run to run: the rounding then differs, and a router near-tie in a later layer flips."""
+    return per_slot.view(batch, top_k, -1).sum(dim=1)
+
+
+def moe_loop(x: torch.Tensor, ffn_norm: torch.Tensor, gate_w: torch.Tensor, gate_bias: torch.Tensor,
+             w13: torch.Tensor, w2: torch.Tensor, shared_w13: torch.Tensor | None, shared_w2: torch.Tensor | None,
+             top_k: int) -> torch.Tensor:
+    """The FFN half with a per-expert loop: the host reads each expert's token count (one device->host
+    copy a layer), then runs two plain GEMMs for each expert that got tokens. The host read makes
+    it uncapturable in a CUDA graph (spec validation refuses the combination)."""
+    h = rms_norm(x, ffn_norm)
+    ids, weights = _route(h, gate_w, gate_bias, top_k)
+    flat_ids = ids.reshape(-1)
+    order = torch.argsort(flat_ids, stable=True)
+    counts = torch.bincount(flat_ids, minlength=w13.shape[0]).tolist()
+    flat_weights = weights.reshape(-1)
+    per_slot = torch.zeros(flat_ids.numel(), x.shape[-1], dtype=x.dtype, device=x.device)
+    start = 0
+    for expert, count in enumerate(counts):
+        if not count:
+            continue
+        slots = order[start:start + count]
+        start += count
+        gate, up = F.linear(h[slots // top_k], w13[expert]).chunk(2, dim=-1)
+        down = F.linear(F.silu(gate) * up, w2[expert])
+        per_slot[slots] = down * flat_weights[slots].unsqueeze(-1).to(down.dtype)
+    return x + _combine(per_slot, x.shape[0], top_k) + _shared_expert(h, shared_w13, shared_w2)
+
+
+def _shared_expert(h: torch.Tensor, shared_w13: torch.Tensor | None, shared_w2: torch.Tensor | None):
+    if shared_w13 is None:
+        return torch.zeros_like(h)
+    gate, up = F.linear(h, shared_w13).chunk(2, dim=-1)
+    return F.linear(F.silu(gate) * up, shared_w2)
+
+
+class RoutingRecorder:
+    """While ``active``, each MoE layer's routing is kept (device tensors, no host read), so the step
+    that was recorded can report how many distinct experts each layer's kernels saw."""
+
+    def __init__(self):
+        self.active = False
+        self.ids: list[torch.Tensor] = []
+
+    def start(self) -> None:
+        self.active, self.ids = True, []
+
+    def distinct(self) -> list[int]:
+        """Distinct experts per MoE layer of the recorded step; stops recording."""
+        self.active = False
+        return [int(torch.unique(ids).numel()) for ids in self.ids]
+
+
+ROUTING = RoutingRecorder()
+
+
+def moe_block(x: torch.Tensor, w: LayerWeights, shapes: RankShapes, impl: "StepImpl | None" = None) -> torch.Tensor:
+    impl = impl or EAGER
+    if ROUTING.active:
+        ROUTING.ids.append(route(rms_norm(x, w.ffn_norm), w, shapes.experts_per_token)[0])
+    return impl.moe(x, w.ffn_norm, w.gate, w.gate_bias, w.w13, w.w2, w.shared_w13, w.shared_w2,
+                    shapes.experts_per_token)
+
+
+@dataclass(frozen=True)
+class StepImpl:
+    """How a decode step runs its non-attention part: the three pure functions, eager or compiled."""
+
+    pre_attention: Callable
+    post_attention: Callable
+    moe: Callable
+    moe_kind: str = "grouped"
+    compiled: bool = False
+
+
+EAGER = StepImpl(pre_attention, post_attention, moe_grouped)
+_COMPILED: dict[str, Callable] = {}
+
+
+def _compiled(fn: Callable) -> Callable:
+    """One torch.compile wrapper per function for the whole process, so runs after the first reuse
+    its compiled code (every layer passes tensors of the same shapes: no recompile per layer)."""
+    if fn.__name__ not in _COMPILED:
+        import torch._inductor.config as inductor_config
+
+        # Round to bf16 where eager rounds: without it fused kernels keep float32 between ops, and the
+        # router's top-k can flip an expert on a near tie, a different answer the output check would flag.
+        inductor_config.emulate_precision_casts = True
+        _COMPILED[fn.__name__] = torch.compile(fn, dynamic=False)
+    return _COMPILED[fn.__name__]
+
+
+def step_impl(moe: str = "grouped", compile: bool = False) -> StepImpl:
+    """The step's implementation: ``moe`` grouped (torch._grouped_mm) or loop (per expert);
+    ``compile`` torch.compiles the projections, norms and the grouped MoE (the per-expert loop's
+    host read would break the graph: it stays eager); attention, the cache writes, the compressor's
+    projection and the indexer run as they do eagerly."""
+    moe_fn = {"grouped": moe_grouped, "loop": moe_loop}[moe]
+    if not compile:
+        return StepImpl(pre_attention, post_attention, moe_fn, moe, False)
+    return StepImpl(_compiled(pre_attention), _compiled(post_attention),
+                    _compiled(moe_grouped) if moe == "grouped" else moe_loop, moe, True)
+
+
+def decode_step(x: torch.Tensor, layers: list[tuple[LayerWeights, LayerState]], shapes: RankShapes, attend: DecodeFn,
+                impl: StepImpl | None = None) -> torch.Tensor:
     """One decode step through the selected layers; returns the last layer's hidden states."""
     for weights, state in layers:
-        x = attention_block(x, weights, state, shapes, attend)
-        x = moe_block(x, weights, shapes)
+        x = attention_block(x, weights, state, shapes, attend, impl)
+        x = moe_block(x, weights, shapes, impl)
     return x
+
+

@@ -19,6 +19,8 @@ CACHE_ROPE_DIM = 64
 INDEX_ALIGN = 64
 SUPPORTED_RATIOS = (0, 4, 128)
 BACKENDS = ("torch", "sglang-triton", "splitk", "flashmla")
+# Backends whose kernels are Triton: on a CPU they run under the Triton interpreter.
+TRITON_BACKENDS = ("sglang-triton", "splitk")
 
 
 class SpecError(ValueError):
@@ -95,6 +97,14 @@ class BenchSpec(_Strict):
     steps: int = Field(default=10, gt=0)
     warmup: int = Field(default=3, ge=0)
     cuda_graph: bool = False
+    # torch.compile of the non-attention part (model.step_impl)
+    compile: bool = False
+    # routed experts: one torch._grouped_mm per projection, or a per-expert loop (not capturable)
+    moe: Literal["grouped", "loop"] = "grouped"
+    # decode steps captured per CUDA graph; a step's time is a replay's / steps_per_graph
+    steps_per_graph: int = Field(default=1, gt=0, le=64)
+    # a planted spin after every step, this fraction of the setting's own step (GPU only; planted.py)
+    delay_frac: float = Field(default=0.0, ge=0.0, lt=0.5)
     profile: ProfileSpec | None = None
     seed: int = 0
     overrides: dict[str, int | list[int]] | None = None
@@ -103,6 +113,13 @@ class BenchSpec(_Strict):
     def _consistent(self) -> "BenchSpec":
         if any(b <= 0 for b in self.batch_sizes):
             raise ValueError(f"batch_sizes must be positive, got {self.batch_sizes}")
+        if self.steps_per_graph > 1 and not self.cuda_graph:
+            raise ValueError(f"steps_per_graph {self.steps_per_graph} needs cuda_graph")
+        if self.moe == "loop" and self.cuda_graph:
+            raise ValueError("moe loop reads each expert's token count on the host: it cannot be captured "
+                             "in a CUDA graph (cuda_graph must be false)")
+        if self.delay_frac and self.device == "cpu":
+            raise ValueError("delay_frac: the planted delay is a GPU spin (torch.cuda._sleep); device is cpu")
         if self.overrides:
             unknown = sorted(set(self.overrides) - set(ModelShape.model_fields))
             if unknown:
@@ -152,6 +169,14 @@ def _one_line(err: ValidationError) -> str:
 
 def parse_spec(text: str) -> BenchSpec:
     """Parse a spec from a JSON string, or ``@path`` to a JSON file; raises SpecError (one line)."""
+    raw = _load_json(text)
+    try:
+        return BenchSpec.model_validate(raw)
+    except ValidationError as exc:
+        raise SpecError(_one_line(exc)) from None
+
+
+def _load_json(text: str) -> dict:
     if text.startswith("@"):
         path = Path(text[1:])
         try:
@@ -164,10 +189,7 @@ def parse_spec(text: str) -> BenchSpec:
         raise SpecError(f"bad spec: not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     if not isinstance(raw, dict):
         raise SpecError(f"bad spec: expected a JSON object, got {type(raw).__name__}")
-    try:
-        return BenchSpec.model_validate(raw)
-    except ValidationError as exc:
-        raise SpecError(_one_line(exc)) from None
+    return raw
 
 
 def round_up(value: int, multiple: int) -> int:
@@ -267,3 +289,49 @@ def rank_shapes(spec: BenchSpec) -> RankShapes:
         moe_intermediate_per_rank=model.moe_intermediate // spec.tp,
         shared_intermediate_per_rank=model.moe_intermediate * model.shared_experts // spec.tp,
     )
+
+
+# Fields one run of a sweep may change; the rest (model, shapes, seed, device, batch sizes, steps)
+# are the sweep's, so that every run uses the weights the sweep built once.
+RUN_FIELDS = ("attention", "cuda_graph", "compile", "moe", "steps_per_graph", "delay_frac")
+
+
+class SweepRun(_Strict):
+    label: str = Field(min_length=1)
+    changes: dict[str, bool | int | float | str] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+class SweepSpec(_Strict):
+    """Runs of one process in order, each the ``base`` spec with its ``changes`` (RUN_FIELDS only)
+    and its ``env`` set in the process environment while it runs."""
+
+    base: BenchSpec
+    runs: list[SweepRun] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _runs_valid(self) -> "SweepSpec":
+        if self.base.profile is not None:
+            raise ValueError("base.profile: a sweep takes no profile (engine.bench does)")
+        for i, run in enumerate(self.runs):
+            unknown = sorted(set(run.changes) - set(RUN_FIELDS))
+            if unknown:
+                raise ValueError(f"runs[{i}] ({run.label}): changes {unknown} are not per-run fields {list(RUN_FIELDS)}")
+            try:
+                self.spec_of(i)
+            except ValidationError as exc:
+                raise ValueError(f"runs[{i}] ({run.label}): {_first_error(exc)}") from None
+        return self
+
+    def spec_of(self, index: int) -> BenchSpec:
+        """Run ``index``'s full bench spec (validated)."""
+        return BenchSpec.model_validate({**self.base.model_dump(), **self.runs[index].changes})
+
+
+def parse_sweep_spec(text: str) -> SweepSpec:
+    """Like parse_spec, for a sweep; raises SpecError (one line)."""
+    raw = _load_json(text)
+    try:
+        return SweepSpec.model_validate(raw)
+    except ValidationError as exc:
+        raise SpecError(_one_line(exc)) from None

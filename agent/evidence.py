@@ -1,0 +1,236 @@
+"""Typed evidence: the data each step's finding carries, as a model per step.
+
+A finding's ``data`` is stored as JSON (the journal, the findings files, replay compares it byte for
+byte), and a later step reads it through these models (``evidence(state, "profile").dominant.name``),
+never by string keys into a free dict. ``as_node`` validates every finding's data against its step's
+model when the step returns, so a step that emits data another step cannot read fails at once, where
+it was made. Fields other steps read are typed; payloads only the report renders (tables of gates,
+trace summaries) stay plain JSON objects.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent.state import Finding, InvestigationState, StepName, finding_for
+
+JSON = dict[str, Any]
+
+
+class _Data(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Open(BaseModel):
+    """A nested record whose extra keys are the producer's own (rendered, not read by other steps)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+# -- survey ---------------------------------------------------------------------------------------
+
+
+class Box(_Data):
+    device: Literal["cuda", "cpu"]
+    gpu: str | None = None
+    gpus: int = 0
+    sm: int | None = None
+    sm_count: int | None = None
+
+
+class Software(_Open):
+    sglang: str | None = None
+    sglang_dir: str | None = None
+    splitk_kernel: bool = False
+    flash_mla: str | None = None
+    flashinfer: str | None = None
+    torch: str | None = None
+    triton: str | None = None
+
+
+class SurveyData(_Data):
+    box: Box
+    stand_in: str | bool | None = None
+    software: Software
+    survey: JSON
+
+
+# -- levers ---------------------------------------------------------------------------------------
+
+
+class LeverResult(_Open):
+    name: str
+    status: str
+    reason: str | None = None
+    tok_s: float | None = None
+    ratio: float | None = None
+    interval: list[float] | None = None
+
+
+class LeversData(_Open):
+    device: str
+    batch: int
+    concurrency: int
+    goal_met: bool
+    levers: list[LeverResult]
+    baseline_options: JSON = Field(default_factory=dict)
+
+
+# -- profile --------------------------------------------------------------------------------------
+
+
+class KernelRow(_Data):
+    name: str
+    category: str
+    calls: int
+    total_us: float
+    mean_us: float
+    share: float
+
+
+class SettingData(_Data):
+    label: str
+    env: dict[str, str]
+    options: JSON
+    levers: list[str] = Field(default_factory=list)
+
+
+class Operation(_Open):
+    status: str
+    name: str | None = None
+    total_us: float | None = None
+    source: str | None = None
+    frame: JSON | None = None
+
+
+class ProfileData(_Data):
+    summary: JSON
+    dominant: KernelRow | None
+    leader: KernelRow | None = None
+    complete: bool
+    setting: SettingData
+    batch: int | None = None
+    kernel_config: JSON | None = None
+    shapes: JSON | None = None
+    attention_work: JSON | None = None
+    kind: str | None = None
+    operation: Operation | None = None
+    eager_summary: JSON | None = None
+    ncu_csv: str | None = None
+
+
+# -- grid -----------------------------------------------------------------------------------------
+
+
+class Estimate(_Open):
+    speedup: float | None = None
+    basis: str = ""
+
+
+class Diagnosis(_Open):
+    ok: bool = True
+    redundancy_factor: float | None = None
+    inner_product: str | None = None
+    bound: str | None = None
+    rewrite_estimate: Estimate | None = None
+
+
+class GridData(_Data):
+    kernel: str
+    where: str | None = None
+    reports: list[JSON] = Field(default_factory=list)
+    splitk_candidate: bool
+    splitk_reason: str
+    splitk_estimate: Estimate | None = None
+    failures: list[str] = Field(default_factory=list)
+    diagnosis: Diagnosis | None = None
+    ncu: JSON | None = None
+
+
+# -- ceiling --------------------------------------------------------------------------------------
+
+
+class CeilingData(_Data):
+    kernel: str
+    reachable: bool
+    dominant: bool
+    setting: str
+    operation: JSON | None = None
+    operation_status: str = ""
+    bound: Literal["kernel", "operation"] = "kernel"
+    published: JSON | None = None
+    round: int = 1
+    beaten_by: list[str] = Field(default_factory=list)
+
+
+# -- gates, options, split-K, report -----------------------------------------------------------
+
+
+class FallbackKernel(_Open):
+    kernel: str
+    fast_path: str
+
+
+class GatesData(_Open):
+    fallback_kernels: list[FallbackKernel] = Field(default_factory=list)
+    architectures_passing: list[int] = Field(default_factory=list)
+    what_if: JSON | None = None
+
+
+class Option(_Open):
+    name: str
+    offered: bool
+    upper_x: float
+    can_try_here: bool
+    estimate_x: float | None = None
+
+
+class OptionsData(_Data):
+    options: list[Option]
+    auto: str
+
+
+class SplitkData(_Open):
+    measured_x: float | None = None
+    measured_interval: list[float] | None = None
+    dominant_after: KernelRow | None = None
+
+
+class Round2Data(_Open):
+    setting: str
+    complete: bool = True
+    dominant: bool | None = None
+
+
+class ReportData(_Data):
+    plots: dict[str, str]
+    consistency: JSON | None = None
+
+
+MODELS: dict[str, type[BaseModel]] = {
+    "survey": SurveyData, "levers": LeversData, "profile": ProfileData, "grid": GridData,
+    "ceiling": CeilingData, "gates": GatesData, "options": OptionsData, "splitk": SplitkData,
+    "round2": Round2Data, "report": ReportData,
+}
+
+
+def typed(finding: Finding) -> BaseModel:
+    """A finding's data as its step's model (raises if the data does not fit it)."""
+    model = MODELS.get(finding.step)
+    if model is None:
+        raise KeyError(f"no evidence model for step {finding.step!r}")
+    return model.model_validate(finding.data)
+
+
+def evidence(state: InvestigationState, step: StepName) -> Any:
+    """The latest finding of ``step``'s data, typed; None if the step has not run."""
+    found = finding_for(state, step)
+    return typed(found) if found is not None else None
+
+
+def validate(finding: Finding) -> None:
+    """Fail where a step emits data its model (and so the steps reading it) does not expect."""
+    if finding.step in MODELS:
+        typed(finding)

@@ -1,0 +1,351 @@
+"""Round 2: after the split-K rewrite, the profile, grid and ceiling again on the new configuration.
+
+The split-K step's profiled engine run is the new profile: what dominates now and its operation; the
+rewrite's kernels' grid where their source is Triton-language code on the box, with the diagnosis
+(bytes loaded against unique bytes, tensor-core dots or CUDA-core math); and the ceiling with
+``agent.steps.ceiling``'s arithmetic on the split-K setting's measured tok/s.
+"""
+
+from __future__ import annotations
+
+from statistics import median
+from typing import Any
+
+from agent.engines import profiled_shapes
+from agent.session import Session
+from agent.state import Finding, InvestigationState, Number, Table, finding_for, next_index
+from agent.steps.ceiling import amdahl, bound_spread, ceiling_table, profile_times, quoted, speedup_needed
+from agent.steps.grid import diagnosis_summary, diagnosis_table
+from agent.steps.levers import interpretation_labels
+from agent.steps.profile import TOP_KERNELS, attribute_dominant, short_name
+from agent.steps.survey import target_of
+from reports.format import fmt, fmt_spread
+from reports.format import short as shorten
+from tools import trace
+
+# The rewrite's source as the box's tools read it: box-side tools run from the repository root.
+REWRITE_SOURCE = "tools/kernels/sparse_mla_decode.py"
+REWRITE_TRITON = ("_split_kernel", "_split_dhalf_kernel", "_combine_kernel")
+REWRITE_GLUON = ("_split_kernel_ws", "_split_kernel_sm90")  # @gluon.jit: not Triton-language code
+
+
+def splitk_label(profile: Finding, splitk: Finding) -> str:
+    """The split-K setting's label, as the split-K step names it."""
+    return (splitk.data.get("setting") or {}).get("label") or f"{profile.data['setting']['label']} + split-K"
+
+
+def eager_trace(splitk: Finding) -> str | None:
+    """The eager twin of the split-K run's trace (for attribution when the run was a graph replay):
+    the split-K finding's ``eager_trace`` artifact, else the trace its own attribution used."""
+    if splitk.artifacts.get("eager_trace"):
+        return splitk.artifacts["eager_trace"]
+    after = splitk.data.get("operation_after") or {}
+    return after.get("trace") if after.get("source") == "eager profile" else None
+
+
+def new_profile(session: Session, splitk: Finding, steps_default: int) -> tuple[Any, dict[str, Any]]:
+    """The split-K run's trace summarized; returns (summary, profile-like numbers and data for
+    ``profile_times``: ``steps``, ``total_ms``, the in-step window and the between-step gaps)."""
+    ref = {"path": splitk.artifacts["trace"]}
+    summary = trace.summarize([session.artifact_path(ref)])
+    merged = summary.merged
+    seq = splitk.evidence[:1]
+    numbers = {
+        "steps": Number(value=merged.steps or steps_default, unit="steps", label="decode steps profiled with split-K", seqs=seq),
+        "trace_kernel_ms": Number(value=merged.kernel_time_us / 1000, unit="ms", label="sum of kernel durations with split-K", seqs=seq),
+        "total_ms": Number(value=(merged.kernel_time_us + merged.idle_us) / 1000, unit="ms", label="kernel time + idle time with split-K", seqs=seq),
+        "idle_share": Number(value=merged.idle_share, unit="fraction", label="idle share of the window with split-K", seqs=seq),
+    }
+    if merged.in_step_window_us is not None:
+        numbers["in_step_window_ms"] = Number(value=merged.in_step_window_us / 1000, unit="ms", label="window inside the profiled steps", seqs=seq)
+        numbers["between_steps_idle_ms"] = Number(value=merged.between_steps_idle_us / 1000, unit="ms", label="idle between profiled steps", seqs=seq)
+    return summary, numbers
+
+
+def grid_subject(top: str, kernels: list[dict], before: set[str]) -> tuple[str | None, str]:
+    """The kernel whose grid round 2 reads, and why: the dominant kernel when it is one of the
+    rewrite's; else the largest of the rewrite's kernels in the trace (the dominant one's source is not
+    the box's: a library kernel), named as not the dominant; None when the trace has none of them."""
+    ours = REWRITE_TRITON + REWRITE_GLUON
+    if top in ours:
+        return top, f"{top} dominates, and it is the rewrite's ({REWRITE_SOURCE})"
+    rewrite = next((k["name"] for k in kernels if k["name"] in ours and k["name"] not in before), None)
+    why = f"the dominant kernel {short_name(top)} is not one of the rewrite's kernels: its source is not on the box to read"
+    if rewrite is None:
+        return None, why + "; the trace holds none of the rewrite's kernels"
+    return rewrite, why + f"; the grid read is of the rewrite's largest kernel, {rewrite}"
+
+
+def widest_call(calls: list[dict]) -> dict:
+    """The engine's attention call with the widest top-k (its compressed cache, where it has one)."""
+    return max(calls, key=lambda c: max(c.get("topk") or 0, c.get("extra_topk") or 0))
+
+
+def plan_points(target, box: dict, batch: int, calls: list[dict]) -> list[dict]:
+    """Where the rewrite's grid is read: the engine's widest call as it ran on the box (planned as the
+    wrapper plans there), and the deployment's call at the goal's concurrency planned for the declared
+    hardware (window cache of the sliding window's width, compressed cache of the index top-k). Rows
+    run to their full top-k (``lengths`` off: the lengths only shorten a row's loop, so the bytes are
+    those of full rows)."""
+    call = widest_call(calls)
+    deployment = target.deployment
+    heads = deployment.kernel_heads(target.model.heads)
+    return [
+        {"label": f"profiled B={batch}", "where": "box", "batch": call["batch"], "heads": call["heads"], "topk": call["topk"],
+         "extra_topk": call.get("extra_topk"), "lengths": False, "sink": bool(call.get("sink")), "device": box["device"]},
+        {"label": f"deployment B={target.goal.concurrency}", "where": "declared", "batch": target.goal.concurrency, "heads": heads,
+         "topk": target.model.sliding_window, "extra_topk": target.model.index_topk, "lengths": False, "sink": True,
+         "arch": deployment.sm, "sms": deployment.sm_count},
+    ]
+
+
+def launch_for(kernel: str, planned: dict) -> dict:
+    """The planned launch whose grid is read for ``kernel``: the combine, or the widest cache's split launch."""
+    if kernel == "_combine_kernel":
+        return planned["combine"]
+    return max(planned["launches"], key=lambda l: l["topk"])
+
+
+def read_rewrite_grid(session: Session, target, box: dict, batch: int, kernel: str, calls: list[dict],
+                      seqs: list[int]) -> tuple[list[dict], list[str]]:
+    """Plan the rewrite's launches at the points (``kernel.splitk_plan``), then read each
+    Triton-language launch's grid and diagnosis (``kernel.grid``). Returns the points with their plan,
+    report and diagnosis, and problems (a failed call; a plan that differs from what the engine ran)."""
+    points = plan_points(target, box, batch, calls)
+    plan = session.call("kernel.splitk_plan", {"points": [{k: v for k, v in p.items() if k != "where"} for p in points]})
+    seqs.append(plan["seq"])
+    if not plan["ok"]:
+        return [], [f"the rewrite's launch plan failed: {plan['error']}"]
+    problems = []
+    call = widest_call(calls)
+    out = []
+    for point, planned in zip(points, plan["data"]["points"]):
+        launch = launch_for(kernel, planned)
+        row = {"point": point, "plan": planned, "launch": launch, "kernel": launch["kernel"], "seq": None, "report": None, "diagnosis": None}
+        if point["where"] == "box" and planned["launches"][0]["config_name"] != call.get("config"):
+            problems.append(f"the plan for the box ({planned['launches'][0]['config_name']}) is not the config the engine ran ({call.get('config')})")
+        if not launch["triton_language"]:
+            row["note"] = (f"{launch['kernel']} is Gluon code (@gluon.jit), not Triton-language code: the grid reader parses "
+                           "@triton.jit kernels, so its grid and diagnosis are not read")
+            out.append(row)
+            continue
+        declared = point["where"] == "declared"
+        args = {"kernel": launch["kernel"], "source": REWRITE_SOURCE, "shapes": launch["shapes"], "dtypes": launch["dtypes"],
+                "sms": point["sms"] if declared else (box["sm_count"] or target.deployment.sm_count),
+                "arch": f"sm_{point['arch']}" if declared else (f"sm_{box['sm']}" if box["sm"] else f"sm_{target.deployment.sm}")}
+        result = session.call("kernel.grid", args)
+        seqs.append(result["seq"])
+        row["seq"] = result["seq"]
+        if not result["ok"]:
+            problems.append(f"{point['label']}: the grid of {launch['kernel']} could not be read: {result['error']}")
+        else:
+            row["report"] = result["data"]
+            heads = point["heads"]
+            # the rewrite's programs are head blocks, not heads: padding is counted in head rows (the note), not programs
+            summary = diagnosis_summary({"label": point["label"], "kernel_heads": heads, "heads_per_rank": heads,
+                                         "batch": point["batch"]}, result["data"], None)
+            if summary is not None:
+                summary.pop("rewrite_estimate", None)
+                if not (summary.get("ncu") or {}).get("measured"):
+                    summary["ncu"] = {"measured": False, "bound": "not measured",
+                                      "why": "round 2 runs no Nsight Compute (it profiles the first round's dominant kernel only)"}
+            row["diagnosis"] = summary
+        out.append(row)
+    return out, problems
+
+
+def padding_note(target, box: dict) -> str:
+    """How many of the heads the rewrite computes are TP padding, at the box's shapes and the deployment's."""
+    ran = profiled_shapes(target, box["device"])
+    deployment = target.deployment
+    declared = (deployment.kernel_heads(target.model.heads), deployment.heads_per_rank(target.model.heads))
+    return ("TP padding: " + f"{ran['kernel_heads'] - ran['heads_per_rank']} of the {ran['kernel_heads']} heads a call computes on the box, "
+            f"{declared[0] - declared[1]} of {declared[0]} in the deployment (their rows are computed and discarded)")
+
+
+def grid_rows(rows: list[dict]) -> list[list]:
+    table = []
+    for r in rows:
+        report, launch = r["report"] or {}, r["launch"]
+        d = r["diagnosis"] or {}
+        table.append([r["point"]["label"], launch["kernel"], launch.get("config_name", "-"), launch.get("splits"),
+                      report.get("grid_expr") or "-", "x".join(str(x) for x in report.get("grid") or []) or "-",
+                      report.get("programs"), d.get("gather_redundancy_factor"), d.get("redundancy_factor"),
+                      d.get("inner_product") or r.get("note") or "-"])
+    return table
+
+
+def round2(state: InvestigationState, session: Session) -> Finding:
+    """The second round on the split-K configuration: summarize the split-K step's profiled run (its
+    trace, the same steps and batch as the first profile), name the kernel that dominates now and its
+    share, attribute its operation (``attribute_dominant``, from the eager twin where the run was
+    graph-replayed); read the grid and diagnosis of the rewrite's kernel (the dominant one when it is
+    the rewrite's, else the rewrite's largest, named as not dominant) at the engine's widest call and
+    at the deployment's on the declared hardware, when it is Triton-language code; and the new
+    ceiling: Amdahl over the new profile's window (``profile_times``) for the dominant kernel and its
+    operation instant, on the split-K setting's measured tok/s, against the goal (goal / ceiling) and
+    the step budget. Numbers use the ceiling step's names (``kernel_instant_x``,
+    ``operation_instant_x``, ``ceiling_tok_s``, ``baseline_tok_s`` = the split-K setting's tok/s)."""
+    target = target_of(state)
+    survey, profile, splitk = (finding_for(state, s) for s in ("survey", "profile", "splitk"))
+    box = survey.data["box"]
+    batch = profile.data["batch"]
+    setting = splitk_label(profile, splitk)
+    labels = interpretation_labels(state)
+    summary, numbers = new_profile(session, splitk, target.profile.steps)
+    host = summary.kind == "cpu-host"
+    if host:
+        labels.append("host-ranges")
+    unit = "host range" if host else "kernel"
+    trace_path = splitk.artifacts["trace"]
+    base_data = {"setting": setting, "trace": trace_path, "kind": summary.kind}
+    if summary.cuda_graph.hidden or not summary.merged.kernels:
+        why = summary.cuda_graph.note if summary.cuda_graph.hidden else "it holds no kernel"
+        return Finding(index=next_index(state), step="round2", verdict="incomplete-trace", labels=labels + ["failed"],
+                       headline=f"round 2: the split-K trace is incomplete: {why}",
+                       evidence=splitk.evidence[:1], artifacts={"trace": trace_path}, data={**base_data, "complete": False})
+
+    merged = summary.merged
+    steps = numbers["steps"].value
+    top = trace.dominant(summary, target.thresholds.dominant_share)
+    dominant = top is not None
+    top = top or merged.kernels[0]
+    seq = splitk.evidence[:1]
+    refs = {"trace": {"path": trace_path}}
+    eager = eager_trace(splitk)
+    if eager:
+        refs["eager"] = {"path": eager}
+    operation, _ = attribute_dominant(session, refs, {"eager_file": "eager" if eager else None}, refs["trace"], top, steps)
+    attributed = operation["status"] == trace.ops.ATTRIBUTED
+    if attributed:
+        numbers["operation_ms"] = Number(value=operation["total_us"] / 1000, unit="ms",
+                                         label=f"t_op: {operation['name']}, the call around {short_name(top.name)}, with split-K", seqs=seq)
+    runs = (splitk.data.get("runs_ms") or {})
+    timed = median(runs["splitk"]) if runs.get("splitk") else runs.get("profiled_splitk_ms")
+    numbers["timed_step_ms"] = Number(value=timed, unit="ms", label="T: the split-K step of the layers run, timed without the profiler (median of the paired runs)",
+                                      seqs=splitk.numbers["measured_x"].seqs)
+    interim = Finding(index=0, step="round2", headline="", verdict="", numbers=numbers,
+                      data={"dominant": top.to_dict(), "leader": top.to_dict(), "operation": operation, "summary": summary.to_dict()})
+    times = profile_times(interim)
+    if times["operation_ms"] is None:
+        numbers.pop("operation_ms", None)  # an attribution holding less than the kernel itself attributed nothing
+
+    window, part, op_part = times["window_ms"], times["kernel_ms"], times["operation_ms"]
+    tok_s = splitk.number("splitk_tok_s")
+    goal = target.goal.output_tok_s
+    step_ms = 1000.0 * batch / tok_s
+    budget_ms = 1000.0 * batch / goal
+    kernel_x = amdahl(window, part)
+    operation_x = amdahl(window, op_part) if op_part is not None else None
+    bound_x = operation_x or kernel_x
+    kernel_spread = bound_spread(times, part)
+    op_spread = bound_spread(times, op_part) if op_part is not None else None
+    spread = op_spread if op_part is not None else kernel_spread
+    ceiling_tok_s = tok_s * bound_x
+    reachable = ceiling_tok_s >= goal
+    op_name = operation.get("name") if op_part is not None else None
+    short = shorten(top.name, 60)  # a headline names it twice
+    what = f"{op_name} (the call around {short})" if op_name else short
+    tok_seqs = splitk.numbers["splitk_tok_s"].seqs
+    both = sorted(set(seq) | set(tok_seqs))
+    numbers.update({
+        "dominant_ms": Number(value=top.total_us / 1000, unit="ms", label=f"{short} with split-K", seqs=seq),
+        "dominant_share": Number(value=top.share, unit="fraction", label=f"{short} share of {unit} time with split-K", seqs=seq),
+        "dominant_step_ms": Number(value=top.total_us / 1000 / steps, unit="ms", label=f"{short} a step with split-K", seqs=seq),
+        "window_ms": Number(value=window, unit="ms", label=f"W: window inside the {steps} profiled steps with split-K", seqs=seq),
+        "kernel_ms": Number(value=part, unit="ms", label=f"t_k: {short} in the split-K profile", seqs=seq),
+        "kernel_share": Number(value=part / window, unit="fraction", label="t_k / W", seqs=seq),
+        "kernel_instant_x": Number(value=kernel_x, unit="x", label=f"{short} instant: 1 / (1 - t_k/W), over the split-K setting", seqs=seq, spread=kernel_spread),
+        "baseline_tok_s": Number(value=tok_s, unit="tok/s", label=f"measured, {setting} (projected to {target.model.layers} layers)", seqs=tok_seqs),
+        "ceiling_tok_s": Number(value=ceiling_tok_s, unit="tok/s", label=f"projected: the split-K setting's tok/s x the {'operation' if op_name else 'kernel'} instant", seqs=both, spread=spread),
+        "goal_tok_s": Number(value=goal, unit="tok/s", label="goal"),
+        "goal_distance_x": Number(value=goal / ceiling_tok_s, unit="x", label="goal / the new ceiling (above 1: out of reach even with the dominant part instant)", seqs=both, spread=spread),
+        "goal_gap_x": Number(value=goal / tok_s, unit="x", label="goal / the split-K setting's tok/s: the speedup still needed", seqs=tok_seqs),
+        "step_budget_ms": Number(value=budget_ms, unit="ms", label=f"batch {batch} tokens a step at the goal's rate"),
+        "projected_step_ms": Number(value=step_ms, unit="ms", label=f"decode step, {setting}, projected (batch / tok/s)", seqs=tok_seqs),
+        "instant_step_ms": Number(value=step_ms / bound_x, unit="ms", label=f"projected decode step with {what} instant", seqs=both, spread=spread),
+        "speedup_needed": Number(value=speedup_needed(window, op_part if op_part is not None else part, goal / tok_s), unit="x",
+                                 label=f"speedup of {what} that would meet the goal (none: unreachable)"),
+    })
+    if op_part is not None:
+        numbers["operation_share"] = Number(value=op_part / window, unit="fraction", label="t_op / W", seqs=seq)
+        numbers["operation_instant_x"] = Number(value=operation_x, unit="x", label=f"{op_name} instant: 1 / (1 - t_op/W), over the split-K setting", seqs=seq, spread=op_spread)
+    if times["gaps_ms"] is not None:
+        numbers["profiler_gaps_ms"] = numbers.pop("between_steps_idle_ms")
+
+    before = {k["name"] for k in profile.data["summary"]["merged"]["kernels"]}
+    kernels = [k.to_dict() for k in merged.kernels]
+    rewrite_rows = [[short_name(k["name"]), k["calls"], k["total_us"] / 1000, k["share"]] for k in kernels
+                    if k["name"] not in before]
+    tables = [
+        Table(title=f"Top {unit}s with split-K", columns=["name", "category", "calls", "total ms", "mean us", "share"],
+              rows=[[short_name(k.name), k.category, k.calls, k.total_us / 1000, k.mean_us, k.share] for k in merged.kernels[:TOP_KERNELS]],
+              note=("host ranges under the Triton CPU interpreter, not GPU kernels; " if host else "") + f"the split-K step's profiled run ({trace_path})"),
+        Table(title="Kernels the rewrite brought", columns=["name", "calls", "total ms", "share"], rows=rewrite_rows,
+              note="kernels of the split-K trace that the first profile did not have"),
+        Table(title=f"Amdahl ceiling for {short}, with split-K", columns=["kernel speedup", "step speedup", "tok/s (projected)"],
+              rows=quoted(ceiling_table(window, part, tok_s), kernel_spread),
+              note="step speedup = 1 / (1 - t_k/W + t_k/(W s)) over the split-K profile; tok/s = the split-K setting's measured tok/s x step speedup"),
+    ]
+    if op_part is not None:
+        tables.append(Table(title=f"Amdahl ceiling for its operation {op_name}, with split-K", columns=["operation speedup", "step speedup", "tok/s (projected)"],
+                            rows=quoted(ceiling_table(window, op_part, tok_s), op_spread),
+                            note=f"t_op = {short} plus the other kernels its call launches ({operation.get('source')}: {operation.get('rule')})"))
+
+    # The rewrite's grid and diagnosis.
+    seqs = list(seq)
+    subject, subject_why = grid_subject(top.name, kernels, before)
+    grid_points, problems = [], []
+    if subject is not None:
+        calls = [r["call"] for r in splitk.data.get("calls") or []]
+        grid_points, problems = read_rewrite_grid(session, target, box, batch, subject, calls, seqs)
+    if grid_points:
+        tables.append(Table(title=f"Grid of the rewrite's {subject}", columns=["shapes", "kernel", "config", "splits", "grid", "dims",
+                                                                               "programs", "gather redundancy", "all loads redundancy", "inner products"],
+                            rows=grid_rows(grid_points),
+                            note=f"{subject_why}; launch plans from the wrapper's own choice ({REWRITE_SOURCE}), rows at their full top-k; "
+                                 + padding_note(target, box)))
+        for r in grid_points:
+            d = r["diagnosis"]
+            if d is not None:
+                t = diagnosis_table(r["kernel"], d)
+                t.note = "Assumptions: " + "; ".join(d.get("assumptions") or [])
+                tables.append(t)
+    focus = next((r for r in grid_points if (r["diagnosis"] or {}).get("ok") and r["point"]["where"] == "box"), None) or next(
+        (r for r in grid_points if (r["diagnosis"] or {}).get("ok")), None)
+    if focus is not None:
+        d, fseq = focus["diagnosis"], [focus["seq"]]
+        numbers.update({
+            "rewrite_gather_redundancy": Number(value=d["gather_redundancy_factor"], unit="x", label=f"{focus['kernel']}: gathered bytes / unique, {focus['point']['label']}", seqs=fseq),
+            "rewrite_redundancy": Number(value=d["redundancy_factor"], unit="x", label=f"{focus['kernel']}: bytes loaded / unique, {focus['point']['label']}", seqs=fseq),
+            "rewrite_inner_product": Number(value=d["inner_product"], label=f"{focus['kernel']}: how its inner products are formed", seqs=fseq),
+        })
+
+    verdict = "goal-reachable" if reachable else "goal-unreachable"
+    lead = (f"with split-K, {short} {'dominates' if dominant else 'is the largest'}: {100 * top.share:.1f}% of {unit} time "
+            f"({top.category})")
+    headline = (lead + (f", its operation {op_name} {100 * op_part / window:.1f}% of the window" if op_name else "")
+                + f"; even an instant {what} gives {fmt_spread(bound_x, spread)}x: {fmt(tok_s, '.3g')} -> {fmt_spread(ceiling_tok_s, spread)} tok/s "
+                + ("(projected), reaching the goal" if reachable else f"(projected), {fmt_spread(goal / ceiling_tok_s, spread)}x short of the goal")
+                + f" of {goal:.0f} tok/s (step {fmt_spread(step_ms / bound_x, spread)} ms vs a {fmt(budget_ms, '.3g')} ms budget)")
+    if focus is not None:
+        d = focus["diagnosis"]
+        headline += (f"; the rewrite's {focus['kernel']} gathers {fmt(d['gather_redundancy_factor'], '.3g')}x the unique rows "
+                     f"({d['inner_product']})")
+    return Finding(
+        index=next_index(state), step="round2", headline=headline, verdict=verdict, numbers=numbers, tables=tables,
+        artifacts={"trace": trace_path}, evidence=sorted(set(seqs) | set(tok_seqs)),
+        labels=labels + (["failed"] if problems else []),
+        data={**base_data, "complete": True, "kernel": top.name, "category": top.category, "dominant": dominant,
+              "dominant_kernel": top.to_dict(), "reachable": reachable, "bound": "operation" if op_name else "kernel",
+              "operation": ({"name": op_name, "frame": operation.get("frame"), "source": operation.get("source")} if op_name else None),
+              "operation_status": operation["status"], "operation_detail": operation,
+              "rewrite_kernels": [{"name": k["name"], "calls": k["calls"], "total_us": k["total_us"], "share": k["share"]}
+                                  for k in kernels if k["name"] not in before],
+              "grid": {"kernel": subject, "why": subject_why, "problems": problems,
+                       "points": [{k: r[k] for k in ("point", "kernel", "launch", "seq", "diagnosis")} | {"note": r.get("note"),
+                                   "grid": (r["report"] or {}).get("grid"), "programs": (r["report"] or {}).get("programs"),
+                                   "grid_expr": (r["report"] or {}).get("grid_expr")} for r in grid_points]},
+              "summary": {"kernel_time_us": merged.kernel_time_us, "idle_us": merged.idle_us, "window_us": merged.window_us,
+                          "in_step_window_us": merged.in_step_window_us, "steps": merged.steps}},
+    )

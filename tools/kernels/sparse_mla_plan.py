@@ -1,0 +1,96 @@
+"""The split-K rewrite's launch plan at given shapes: which kernel each cache launches, with which tile
+config and split count, and the launcher's symbols pinned for the grid reader (``kernel.grid``).
+
+``python -m tools.kernels.sparse_mla_plan --points JSON`` prints one JSON object. Each point is
+``{"label", "batch", "heads", "topk", "extra_topk"?, "lengths"?, "sink"?}`` and either ``"device": "cpu"|"cuda"``
+(planned as the wrapper plans on this box: this device's compute capability and SM count) or
+``"arch": 120, "sms": 188`` (planned for another GPU: the declared hardware). The plan is the
+wrapper's own (``sparse_mla_decode_into``: one ``choose_config`` on the window cache's width for
+both launches, ``choose_num_splits`` per cache); which kernel a config launches follows
+``_launch_splits``'s branches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+# The pointer dtypes _launch_splits passes (q bf16, the float32 partials, int32 indices and lengths,
+# bf16 P scratch, float32 alpha scratch): the grid reader's byte counts need them, the source does not say.
+SPLIT_DTYPES = {"q_ptr": "bf16", "o_part_ptr": "fp32", "lse_part_ptr": "fp32", "indices_ptr": "int32",
+                "topk_len_ptr": "int32", "p_scratch_base": "bf16", "alpha_scratch_base": "fp32"}
+COMBINE_DTYPES = {"o_part_ptr": "fp32", "lse_part_ptr": "fp32", "sink_ptr": "fp32", "out_ptr": "bf16", "lse_ptr": "fp32"}
+
+
+def kernel_of(cfg) -> tuple[str, bool]:
+    """(kernel name, whether it is Triton-language code) of a tile config, as ``_launch_splits`` picks it."""
+    if cfg.sm90:
+        return ("_split_kernel_ws" if cfg.ws_regs else "_split_kernel_sm90"), False
+    return ("_split_dhalf_kernel" if cfg.d_halves else "_split_kernel"), True
+
+
+def plan_point(point: dict) -> dict:
+    import torch
+    import triton
+
+    from tools.kernels import sparse_mla_decode as smd
+
+    if "device" in point:
+        device = torch.device(point["device"])
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"{point.get('label')}: device cuda asked, none on this box")
+        arch, sms = smd.device_arch(device), smd._sm_count(device)
+    else:
+        arch, sms = point.get("arch"), int(point["sms"])
+    # the interpreter runs on this box only: a launch planned for another GPU is compiled code
+    interpreting = int(smd._interpreting()) if "device" in point else 0
+    batch, heads, lengths = int(point["batch"]), int(point["heads"]), bool(point.get("lengths", True))
+    caches = [("window", int(point["topk"]))] + ([("compressed", int(point["extra_topk"]))] if point.get("extra_topk") else [])
+    launches, offset = [], 0
+    # as sparse_mla_decode_into: one tile config, chosen on the window cache's width, serves both
+    # launches; each cache's split count is planned on its own width
+    cfg = smd.choose_config(batch, caches[0][1], heads, arch)
+    for cache, topk in caches:
+        splits = smd.choose_num_splits(batch, topk, heads, sms, arch)
+        kernel, triton_language = kernel_of(cfg)
+        shapes = {"batch": batch, "heads": heads, "topk": topk, "splits": splits, "split_offset": offset,
+                  "has_len": int(lengths), "_interpreting()": interpreting,
+                  **{f"cfg.{k}": int(v) for k, v in vars(cfg).items() if isinstance(v, (int, bool))}}
+        launches.append({"cache": cache, "topk": topk, "kernel": kernel, "triton_language": triton_language,
+                         "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(cfg).items()},
+                         "config_name": _config_name(smd, cfg), "splits": splits, "shapes": shapes, "dtypes": SPLIT_DTYPES})
+        offset += splits
+    total = offset
+    splits_pad = triton.next_power_of_2(total)
+    block_d = max(64, min(512, 4096 // splits_pad))  # as sparse_mla_decode_into sizes the combine
+    combine = {"kernel": "_combine_kernel", "triton_language": True, "dtypes": COMBINE_DTYPES,
+               "shapes": {"batch": batch, "heads": heads, "total": total, "splits_pad": splits_pad, "block_d": block_d,
+                          "HEAD_DIM": smd.HEAD_DIM, "HAS_SINK": int(bool(point.get("sink", True)))}}
+    return {"label": point.get("label"), "arch": arch, "sms": sms, "interpreting": bool(interpreting),
+            "launches": launches, "combine": combine}
+
+
+def _config_name(smd, cfg) -> str:
+    names = {getattr(smd, n): n.lower() for n in ("SMALL", "MEDIUM", "LARGE", "LARGE_SM90", "LARGE_WS")}
+    return names.get(cfg, "other")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.kernels.sparse_mla_plan", description=__doc__.splitlines()[0])
+    parser.add_argument("--points", required=True, help="JSON list of points (see the module doc)")
+    args = parser.parse_args(argv)
+    try:
+        points = json.loads(args.points)
+        if not isinstance(points, list) or not points:
+            raise ValueError("--points must be a non-empty JSON list")
+        result = {"ok": True, "points": [plan_point(p) for p in points]}
+    except (ValueError, KeyError, TypeError) as exc:
+        print(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}"}))
+        return 2
+    print(json.dumps(result, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
