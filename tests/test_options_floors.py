@@ -19,8 +19,8 @@ from conftest import ROOT
 from tools.engines.reference import work
 from tools.engines.reference.spec import RankShapes
 
-CPU = ROOT / "runs" / "examples" / "dsv4-flash-cpu-20261130"
-H200 = ROOT / "runs" / "examples" / "dsv4-flash-h200-20261130"
+CPU = ROOT / "runs" / "examples" / "dsv4-flash-cpu-20261201"
+H200 = ROOT / "runs" / "examples" / "dsv4-flash-h200-20261201"
 KERNEL = "_tiled_sparse_decode_kernel"
 
 
@@ -143,11 +143,14 @@ def test_floor_headroom_and_bound_against_a_hand_calculation(run, rates):
     if rates != "recorded":
         return
 
-    # the recorded options finding holds the same numbers, in its data and its floors table
+    # the recorded options finding holds the same numbers over W, the profiled steps' GPU window with
+    # the profiler's own gaps between steps kept out (what the ceiling uses), in its data and its table
     recorded = Finding.model_validate(_finding(_state(run, "options"), "options"))
     own = next(o for o in recorded.data["options"] if o["name"] == "own-fallbacks")
-    assert own["upper_x"] == pytest.approx(total / (total - t + min(t, floor_ms)))
-    assert own["instant_x"] == pytest.approx(total / (total - t))
+    w = profile.number("in_step_window_ms")
+    assert w <= total
+    assert own["upper_x"] == pytest.approx(w / (w - t + min(t, floor_ms)))
+    assert own["instant_x"] == pytest.approx(w / (w - t))
     table = next(tb for tb in recorded.tables if tb.title == "Fallback kernels against their floors")
     assert table.rows[0][:5] == [KERNEL, calls, pytest.approx(t), window_bytes, window_flops]
     assert "measured on the box by box.survey" in table.note
