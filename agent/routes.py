@@ -4,20 +4,21 @@ from __future__ import annotations
 
 from typing import Literal
 
+from agent.evidence import evidence
 from agent.state import InvestigationState, finding_for
 
 
 def after_levers(state: InvestigationState) -> Literal["profile_decode", "write_report"]:
     """A goal already met by a measured setting needs no profile."""
-    return "write_report" if finding_for(state, "levers").data["goal_met"] else "profile_decode"
+    return "write_report" if evidence(state, "levers").goal_met else "profile_decode"
 
 
 def after_profile(state: InvestigationState) -> Literal["read_grid", "compute_ceiling", "scan_gates"]:
     """An incomplete trace supports no ranking and no ceiling; no dominant kernel, no grid to read."""
-    profile = finding_for(state, "profile")
-    if not profile.data["complete"]:
+    profile = evidence(state, "profile")
+    if not profile.complete:
         return "scan_gates"
-    return "read_grid" if profile.data["dominant"] else "compute_ceiling"
+    return "read_grid" if profile.dominant else "compute_ceiling"
 
 
 def after_ceiling(state: InvestigationState) -> Literal["profile_decode", "scan_gates"]:

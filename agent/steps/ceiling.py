@@ -10,6 +10,7 @@ from agent.session import Session
 from agent import consistency
 from agent.state import Finding, InvestigationState, Number, Table, finding_for, findings_of, next_index
 from agent.steps.survey import target_of
+from agent.evidence import typed
 from reports.format import fmt, fmt_spread
 
 SPEEDUPS = (2.0, 4.0, 8.0, 16.0)
@@ -105,7 +106,7 @@ def compute_ceiling(state: InvestigationState, session: Session) -> Finding:
     steps, timed = times["steps"], times["timed_step_ms"]
     tok_s = profile.number("setting_tok_s")
     step_ms = profile.number("setting_step_ms")
-    setting = profile.data["setting"]["label"]
+    setting = typed(profile).setting.label
     goal = target.goal.output_tok_s
     batch = profile.number("batch")
     # A step emits one token a request: at a batch other than the goal's concurrency the goal's rate
@@ -158,7 +159,7 @@ def compute_ceiling(state: InvestigationState, session: Session) -> Finding:
         tables.append(Table(title=f"Amdahl ceiling for its operation {op_name}", columns=["operation speedup", "step speedup", "tok/s (projected)"],
                             rows=quoted(ceiling_table(window, op_part, tok_s), op_spread),
                             note=f"t_op = {kernel['name']} plus the other kernels its call launches ({times['operation'].get('source', 'same trace')})"))
-    data = {"kernel": kernel["name"], "reachable": reachable, "dominant": profile.data["dominant"] is not None,
+    data = {"kernel": kernel["name"], "reachable": reachable, "dominant": typed(profile).dominant is not None,
             "setting": setting, "operation": ({"name": op_name, "frame": times["operation"].get("frame"),
                                                "source": times["operation"].get("source")} if op_name else None),
             "operation_status": (times["operation"].get("status") or ("attributed" if op_name else "not attributed")),

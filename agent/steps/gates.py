@@ -9,6 +9,7 @@ from agent.session import Session
 from agent.state import Finding, InvestigationState, Number, Table, finding_for, next_index
 from agent.steps.levers import throughput
 from agent.steps.survey import target_of
+from agent.evidence import evidence, typed
 
 TOP_KERNELS = 20
 SHOWN_GATES = 25
@@ -106,7 +107,7 @@ def measure_what_if(state: InvestigationState, session: Session, box_sm: int) ->
     target = target_of(state)
     profile = finding_for(state, "profile")
     profiled = profile.data["setting"]
-    device = finding_for(state, "survey").data["box"]["device"]
+    device = evidence(state, "survey").box.device
     rows, seqs = [], []
     for backend, sms in sorted(target.engine.what_if_backends.items()):
         if box_sm not in sms or target.deployment.sm in sms:
@@ -134,7 +135,7 @@ def scan_gates(state: InvestigationState, session: Session) -> Finding:
     source = survey.data["software"].get("sglang_dir")
     kernels = [k["name"] for k in profile.data["summary"]["merged"]["kernels"][:TOP_KERNELS]] if profile else []
     env = dict(target.engine.env)
-    declared_sm, box_sm = target.deployment.sm, survey.data["box"]["sm"]
+    declared_sm, box_sm = target.deployment.sm, typed(survey).box.sm
     declared = session.call("gates.scan", scan_args(source, declared_sm, kernels, env))
     seqs = [declared["seq"]]
     if not declared["ok"]:

@@ -10,6 +10,7 @@ from agent.engines import Setting, bench_spec, profiled_shapes
 from agent.session import Session
 from agent.state import Finding, InvestigationState, Number, Table, finding_for, next_index
 from agent.steps.survey import target_of
+from agent.evidence import typed
 
 
 def evaluation_points(target: Target, box: dict, profile: dict) -> list[dict[str, Any]]:
@@ -285,7 +286,7 @@ def read_grid(state: InvestigationState, session: Session) -> Finding:
     survey = finding_for(state, "survey")
     profile = finding_for(state, "profile")
     box = survey.data["box"]
-    kernel = profile.data["dominant"]["name"]
+    kernel = typed(profile).dominant.name
     source_root = survey.data["software"].get("sglang_dir")
     reports, seqs, failures = [], [], []
     seq_of: dict[int, int] = {}

@@ -12,6 +12,7 @@ from agent.session import Session
 from agent.state import Finding, InvestigationState, Number, Table, finding_for, next_index
 from agent.steps import StepFailed
 from agent.steps.survey import target_of
+from agent.evidence import evidence, typed
 
 
 
@@ -28,7 +29,7 @@ def throughput(result: dict[str, Any], batch: int) -> dict[str, float]:
 def interpretation_labels(state: InvestigationState) -> list[str]:
     survey = finding_for(state, "survey")
     labels = ["stand-in"] if survey.data["stand_in"] else []
-    if survey.data["box"]["device"] == "cpu":
+    if typed(survey).box.device == "cpu":
         labels.append("cpu-interpreter")
     return labels
 
@@ -127,7 +128,7 @@ def sweep_levers(state: InvestigationState, session: Session) -> Finding:
     with the reason. Fails when the sweep call fails or the baseline does not succeed in at least
     two rounds."""
     target: Target = target_of(state)
-    device = finding_for(state, "survey").data["box"]["device"]
+    device = evidence(state, "survey").box.device
     batch = measured_batch(target, device)
     rules = target.thresholds.noise
     rounds = rules.rounds_for(device)

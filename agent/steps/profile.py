@@ -8,6 +8,7 @@ from agent.state import Finding, InvestigationState, Number, Table, finding_for,
 from agent.steps import StepFailed
 from agent.steps.levers import interpretation_labels, throughput
 from agent.steps.survey import target_of
+from agent.evidence import evidence
 from reports.format import fmt, short
 from tools import trace
 
@@ -73,7 +74,7 @@ def profile_decode(state: InvestigationState, session: Session) -> Finding:
     writes beside a graph replay): ``data.operation`` and ``numbers.operation_ms``. The profiler's own
     gaps between steps are reported (``between_steps_idle_ms``) and kept out of ``in_step_window_ms``."""
     target = target_of(state)
-    device = finding_for(state, "survey").data["box"]["device"]
+    device = evidence(state, "survey").box.device
     batch = target.profile.batch or measured_batch(target, device)
     # The deployment's setting is explained first; a backend lever measured above that setting's
     # ceiling (the ceiling step's ``beaten_by``) sends the investigation on from the best measured one.

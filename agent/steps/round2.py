@@ -19,6 +19,7 @@ from agent.steps.grid import diagnosis_summary, diagnosis_table
 from agent.steps.levers import interpretation_labels
 from agent.steps.profile import TOP_KERNELS, attribute_dominant, short_name
 from agent.steps.survey import target_of
+from agent.evidence import typed
 from reports.format import fmt, fmt_spread
 from reports.format import short as shorten
 from tools import trace
@@ -189,7 +190,7 @@ def round2(state: InvestigationState, session: Session) -> Finding:
     target = target_of(state)
     survey, profile, splitk = (finding_for(state, s) for s in ("survey", "profile", "splitk"))
     box = survey.data["box"]
-    batch = profile.data["batch"]
+    batch = typed(profile).batch
     setting = splitk_label(profile, splitk)
     labels = interpretation_labels(state)
     summary, numbers = new_profile(session, splitk, target.profile.steps)

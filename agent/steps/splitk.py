@@ -17,6 +17,7 @@ from agent.steps.ceiling import amdahl, profile_times
 from agent.steps.levers import interpretation_labels, sweep_runs, throughput
 from agent.steps.profile import attribute_dominant
 from agent.steps.survey import target_of
+from agent.evidence import typed
 from tools import trace
 
 
@@ -103,9 +104,9 @@ def build_splitk(state: InvestigationState, session: Session) -> Finding:
     model failed."""
     target = target_of(state)
     survey, profile, levers = (finding_for(state, s) for s in ("survey", "profile", "levers"))
-    device = survey.data["box"]["device"]
-    batch = profile.data["batch"]
-    profiled = profile.data["setting"]
+    device = typed(survey).box.device
+    batch = typed(profile).batch
+    profiled = typed(profile).setting.model_dump()
     setting = Setting(f"{profiled['label']} + split-K", {**profiled["env"], target.engine.attention_env: "splitk"},
                       dict(profiled["options"]))
     reference = Setting(profiled["label"], dict(profiled["env"]), dict(profiled["options"]))
