@@ -55,12 +55,13 @@ def cell(value: Any, column: str = "") -> str:
 
 def digits_for(spread: float | None, default: int = 3) -> int:
     """Significant digits a number with relative uncertainty ``spread`` supports: one past the first
-    uncertain digit (a 3% spread gives 2 digits, 0.1% gives 4), between 1 and 6."""
+    uncertain digit (a 3% spread gives 2 digits, 0.1% gives 4), between 2 and 6: one digit would
+    round two neighbours apart (245 to 200, 261 to 300) more than their spread separates them."""
     if spread is None or not math.isfinite(spread):
         return default
     if spread <= 0:
         return 6
-    return max(1, min(6, math.floor(-math.log10(spread)) + 1))
+    return max(2, min(6, math.floor(-math.log10(spread)) + 1))
 
 
 def fmt_spread(value: Any, spread: float | None, unit: str = "", default: int = 3) -> str:

@@ -70,6 +70,9 @@ def measured_outcome(splitk: Finding | None, prefix: str = "") -> str | None:
         return None
     tok_s, ratio = splitk.numbers["splitk_tok_s"], splitk.numbers["measured_x"]
     seqs = sorted(set(tok_s.seqs) | set(ratio.seqs))
+    if ratio.spread is not None:  # to the digits the measured interval supports
+        return (f"**{fmt_spread(tok_s.value, ratio.spread, tok_s.unit)}, {fmt_spread(ratio.value, ratio.spread)}x** "
+                f"({finding_link(splitk, prefix + 'findings/')}; {log_links(seqs, prefix)})")
     return (f"**{fmt(tok_s.value, '.4g', tok_s.unit)}, {fmt(ratio.value, '.3g')}x** "
             f"({finding_link(splitk, prefix + 'findings/')}; {log_links(seqs, prefix)})")
 

@@ -145,23 +145,17 @@ def run(args: argparse.Namespace) -> int:
     """Print the kernel table (or JSON with --json; --by-op: kernel time by launching frame);
     2 on bad input, with a one-line message."""
     if getattr(args, "by_op", False):
-        try:
-            found = attribute(args.files)
-        except (TraceFormatError, ValueError) as exc:
-            print(f"trace: {exc}", file=sys.stderr)
-            return 2
-        if args.json:
-            print(json.dumps(found.to_dict(), indent=2, sort_keys=True))
-        else:
-            print(format_attribution(found, top=max(args.top, 0)))
-        return 0
+        analyze, render = (lambda: attribute(args.files)), format_attribution
+    else:
+        analyze = lambda: summarize(args.files, by_rank=args.by_rank, categories=load_category_rules(args.categories))  # noqa: E731
+        render = format_summary
     try:
-        summary = summarize(args.files, by_rank=args.by_rank, categories=load_category_rules(args.categories))
+        result = analyze()
     except (TraceFormatError, ValueError) as exc:
         print(f"trace: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(summary.to_dict(), indent=2, sort_keys=True))
+        print(json.dumps(result.to_dict(), indent=2, sort_keys=True))
     else:
-        print(format_summary(summary, top=max(args.top, 0)))
+        print(render(result, top=max(args.top, 0)))
     return 0

@@ -167,13 +167,17 @@ def _one_line(err: ValidationError) -> str:
     return f"bad spec: {_first_error(err)}"
 
 
-def parse_spec(text: str) -> BenchSpec:
-    """Parse a spec from a JSON string, or ``@path`` to a JSON file; raises SpecError (one line)."""
+def _parsed(model, text: str):
     raw = _load_json(text)
     try:
-        return BenchSpec.model_validate(raw)
+        return model.model_validate(raw)
     except ValidationError as exc:
         raise SpecError(_one_line(exc)) from None
+
+
+def parse_spec(text: str) -> BenchSpec:
+    """Parse a spec from a JSON string, or ``@path`` to a JSON file; raises SpecError (one line)."""
+    return _parsed(BenchSpec, text)
 
 
 def _load_json(text: str) -> dict:
@@ -330,8 +334,4 @@ class SweepSpec(_Strict):
 
 def parse_sweep_spec(text: str) -> SweepSpec:
     """Like parse_spec, for a sweep; raises SpecError (one line)."""
-    raw = _load_json(text)
-    try:
-        return SweepSpec.model_validate(raw)
-    except ValidationError as exc:
-        raise SpecError(_one_line(exc)) from None
+    return _parsed(SweepSpec, text)
