@@ -53,8 +53,8 @@ class Software(_Open):
 class SurveyData(_Data):
     box: Box
     stand_in: str | bool | None = None
-    software: Software
-    survey: JSON
+    software: Software = Field(default_factory=Software)
+    survey: JSON = Field(default_factory=dict)
 
 
 # -- levers ---------------------------------------------------------------------------------------
