@@ -184,7 +184,7 @@ def build_splitk(state: InvestigationState, session: Session) -> Finding:
                 "after_timed_ms": _run_ms(run, batch)} if after_window > 0 else None)
     now = split_summary.merged.kernels[0].to_dict() if split_summary.merged.kernels else None
 
-    run_seqs = [s for s in seqs if s == run["seq"]] + profile.numbers["setting_tok_s"].seqs
+    run_seqs = [run["seq"]] + profile.numbers["setting_tok_s"].seqs
     numbers = {
         "kernel_speedup": Number(value=kernel_speedup, unit="x", label=f"{dominant['name']} time / the kernels that replaced it (profiles)", seqs=[run["seq"]] + profile.evidence),
         "predicted_x": Number(value=predicted_x, unit="x", label="Amdahl with the kernel's measured speedup (shares of W)", seqs=[run["seq"]] + profile.evidence),
