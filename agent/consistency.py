@@ -116,7 +116,7 @@ class Check(_Model):
     measurement_finding: str
     measured_x: float
     measured_interval: tuple[float, float] | None = None
-    verdict: Literal["holds", "violated", "missed", "not comparable", "beyond the kernel bound"]
+    verdict: Literal["holds", "violated", "missed", "not comparable", "beyond the kernel bound", "undetermined"]
     note: str = ""
     cause: str = ""
 
@@ -257,6 +257,8 @@ def measurements_of(by: dict[str, Finding], target: dict[str, Any], samples: Sam
     gates = by.get("gates")
     for row in ((gates.data.get("what_if") or {}).get("measured") or []) if gates else []:
         record = _what_if_row(row)
+        if record.get("x") is None:
+            continue  # a failed what-if measured nothing to hold against a bound
         if not record.get("seq") and samples is not None:
             # rows recorded before they named their call: the gates step's one engine run is the what-if's
             runs = [s for s in gates.evidence if samples(s)]
@@ -371,6 +373,11 @@ def hold(bounds: list[Bound], measurements: list[Measurement], predictions: list
                 checks.append(Check(**base, verdict="beyond the kernel bound", note=(
                     "the measurement replaced the whole operation, not only the kernel: held against the "
                     "operation's bound instead")))
+                continue
+            if m.interval is None:
+                # One number above the bound without its noise: it may beat the bound or be within noise of it.
+                checks.append(Check(**base, verdict="undetermined", note=(
+                    f"measured without an interval ({m.noise}): whether it beats the bound is not known")))
                 continue
             checks.append(Check(**base, verdict="violated", note=m.noise, cause=causes.get(m.name, causes.get("*", ""))))
     named = {m.name: m for m in measurements}

@@ -214,10 +214,17 @@ def smallest_detectable_effect(run_log_sd: float | None, rounds: int, confidence
     2 x run_log_sd^2). A lever whose true effect is this size sits on the detection boundary: it
     is called a move in about half of such sweeps; about twice this size is detected nearly always.
     None when it cannot be stated (fewer than two rounds, or no baseline spread)."""
+    spread = spread_effect(run_log_sd, rounds, confidence)
+    return None if spread is None else max(min_effect, spread)
+
+
+def spread_effect(run_log_sd: float | None, rounds: int, confidence: float) -> float | None:
+    """The spread's part of the smallest detectable effect: exp(h) - 1 with h the paired
+    half-width above, before the ``min_effect`` floor (which of the two sets the smallest
+    detectable effect is what a report says). None when it cannot be stated."""
     if run_log_sd is None or rounds < 2:
         return None
-    half = t_quantile(0.5 + confidence / 2, rounds - 1) * math.sqrt(2.0) * run_log_sd / math.sqrt(rounds)
-    return max(min_effect, math.expm1(half))
+    return math.expm1(t_quantile(0.5 + confidence / 2, rounds - 1) * math.sqrt(2.0) * run_log_sd / math.sqrt(rounds))
 
 
 def speed_verdict(interval: Interval | None, min_effect: float) -> str:

@@ -71,9 +71,10 @@ def _planted(findings: list[Finding], factor: float) -> list[Finding]:
             f = f.model_copy(deep=True)
             bound = max(n.value for k, n in next(g for g in findings if g.step == "ceiling").numbers.items()
                         if k.endswith("instant_x") or k in ("instant_speedup", "timed_instant_speedup"))
-            f.numbers["measured_x"].value = bound * factor
-            f.numbers["splitk_tok_s"].value = f.numbers["splitk_tok_s"].value / f.numbers["measured_x"].value * bound * factor
-            f.data.pop("measured_interval", None)
+            scale = bound * factor / f.numbers["measured_x"].value
+            f.numbers["measured_x"].value *= scale
+            f.numbers["splitk_tok_s"].value *= scale
+            f.data["measured_interval"] = [v * scale for v in f.data["measured_interval"]]  # its noise moves with it
         out.append(f)
     return out
 
@@ -87,6 +88,11 @@ def test_a_violation_planted_in_a_fresh_run_is_reported(dsv4_run):
     assert not [c for c in honest.checks if c.kind == "bound" and c.verdict == "violated"]
     planted = check(_planted(findings, 1.5), target)
     assert [c for c in planted.checks if c.measurement == "split-K rewrite" and c.verdict == "violated"]
+    # the same number without its interval cannot be told from noise around the bound: undetermined, not a hit
+    bare = _planted(findings, 1.5)
+    next(f for f in bare if f.step == "splitk").data.pop("measured_interval")
+    rows = [c for c in check(bare, target).checks if c.measurement == "split-K rewrite" and c.kind == "bound"]
+    assert rows and "violated" not in {c.verdict for c in rows} and "undetermined" in {c.verdict for c in rows}
 
 
 def test_a_backend_lever_above_the_ceiling_sends_the_investigation_on_from_it():

@@ -93,6 +93,10 @@ def test_planted_delay_arithmetic():
     assert planted.expected_ratio(0.195, 6.5) == pytest.approx(1 / 1.03)
     report = planted.delay_report(0.03, 6.5, 1.98e6, 386100, 0.2)
     assert report["frac"] == pytest.approx(0.2 / 6.5) and report["expected_ratio"] == pytest.approx(6.5 / 6.7)
+    # a spin of 386100 cycles that added 0.18 ms where 0.195 ms was wanted grows by 0.195 / 0.18
+    assert planted.corrected_cycles(386100, 0.195, 0.18) == round(386100 * 0.195 / 0.18)
+    assert planted.corrected_cycles(386100, 0.195, 0.0) == 386100  # nothing measured: no basis to correct
+    assert planted.corrected_cycles(386100, 0.195, -0.01) == 386100
 
 
 def _sweep(runs: list[dict], **base_changes):

@@ -61,8 +61,8 @@ def resampled_sweep(rng, cold, pool, rounds, levers: dict[str, tuple[list[list[f
     """Runs in the order levers.sweep_plan gives, each drawn as the module docstring says."""
     runs = []
     for entry in levers_step.sweep_plan(list(levers), rounds, 1):
-        if entry["warmup"]:
-            runs.append(Run(BASELINE, draw(rng, [cold]), 0, warmup=True))
+        if entry["warmup"]:  # every setting's first run is cold
+            runs.append(Run(entry["setting"], draw(rng, [cold]), 0, warmup=True))
         elif entry["setting"] == BASELINE:
             runs.append(Run(BASELINE, draw(rng, pool), entry["round"]))
         else:
@@ -127,10 +127,11 @@ def test_the_cold_warm_up_is_discarded_and_would_bias_the_baseline():
     rng = random.Random(3)
     runs = resampled_sweep(rng, H200[10], [H200[12], H200[14]], 4, {"lever": ([H200[12], H200[14]], 1.0)})
     with_warmup = analyze_sweep(runs, 0.95, 0.03)
-    without = analyze_sweep(runs[1:], 0.95, 0.03)
+    without = analyze_sweep([r for r in runs if not r.warmup], 0.95, 0.03)
+    assert [r.setting for r in runs if r.warmup] == [BASELINE, "lever"]  # one cold run of each setting
     assert with_warmup.baseline == without.baseline and with_warmup.levers == without.levers
     assert with_warmup.smallest_detectable_effect == without.smallest_detectable_effect
-    assert with_warmup.warmup_ms == [median(runs[0].samples)]
+    assert with_warmup.warmup_ms == [median(r.samples) for r in runs if r.warmup]
     kept = analyze_sweep([Run(BASELINE, runs[0].samples, 1)] + runs[1:], 0.95, 0.03)
     assert kept.baseline.run_ms[0] > 1.3 * max(without.baseline.run_ms)  # the cold run, had it been kept
     assert kept.run_log_sd > 2 * without.run_log_sd
@@ -244,7 +245,7 @@ def test_output_check_catches_a_wrong_answer():
 def test_sweep_plan_runs_the_baseline_then_each_lever_rotated_every_round():
     plan = levers_step.sweep_plan(["b", "c"], 3, 1)
     assert [(p["setting"], p["repeat"]) for p in plan] == [
-        (BASELINE, "warmup"), (BASELINE, "r1"), ("b", "r1"), ("c", "r1"),
+        (BASELINE, "warmup"), ("b", "warmup"), ("c", "warmup"), (BASELINE, "r1"), ("b", "r1"), ("c", "r1"),
         (BASELINE, "r2"), ("c", "r2"), ("b", "r2"), (BASELINE, "r3"), ("b", "r3"), ("c", "r3")]
     assert [p["setting"] for p in levers_step.sweep_plan([], 2, 0)] == [BASELINE, BASELINE]
     # every lever run is paired with its own round's baseline run
@@ -330,12 +331,12 @@ def test_the_levers_step_on_recorded_cpu_runs():
     assert len(bench.calls) == 1  # the whole sweep is one engine call
     runs = bench.calls[0]["spec"]["runs"]
     labels = [r["label"] for r in runs]
-    assert labels[:5] == ["baseline#warmup", "baseline#r1", "attention-torch-fallback#r1", "baseline#r2",
-                          "attention-torch-fallback#r2"]
+    assert labels[:6] == ["baseline#warmup", "attention-torch-fallback#warmup", "baseline#r1",
+                          "attention-torch-fallback#r1", "baseline#r2", "attention-torch-fallback#r2"]
     # flashinfer not in the reference engine, graph options moot on a CPU, compile, moe-loop and planted skipped
-    assert len(runs) == 1 + 2 * rounds
-    assert runs[0]["changes"] == {} and runs[2]["changes"] == {"attention": "torch"}
-    assert runs[2]["env"]["SGLANG_SM120_FLASHMLA_BACKEND"] == "torch"
+    assert len(runs) == 2 + 2 * rounds
+    assert runs[0]["changes"] == {} and runs[3]["changes"] == {"attention": "torch"}
+    assert runs[3]["env"]["SGLANG_SM120_FLASHMLA_BACKEND"] == "torch"
     results = {r["name"]: r for r in finding.data["levers"]}
     torch_result = results["attention-torch-fallback"]
     assert torch_result["status"] == "not comparable" and torch_result["output"]["ok"] is True

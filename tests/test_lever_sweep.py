@@ -101,7 +101,8 @@ def test_on_the_h200_the_planted_null_and_3_percent_come_out_as_planted():
     tried = ["attention-torch-fallback", "cuda-graph-off", "compile", "moe-loop", "steps-per-graph-4", "planted-null",
              "planted-delay-3pct"]
     runs = engine.args["spec"]["runs"]
-    assert len(runs) == 1 + rounds * (1 + len(tried))
+    assert len(runs) == 1 + len(tried) + rounds * (1 + len(tried))  # a warm-up of every setting, then the rounds
+    assert [r["label"] for r in runs[:1 + len(tried)]] == [f"{name}#warmup" for name in ["baseline", *tried]]
     assert engine.args["spec"]["base"]["cuda_graph"] is True and runs[0]["label"] == "baseline#warmup"
     results = {r["name"]: r for r in finding.data["levers"]}
     assert finding.number("min_effect") == TARGET.thresholds.noise.min_effect_for("cuda") < 0.03
@@ -140,7 +141,7 @@ def test_the_quick_budget_halves_the_rounds_and_the_finding_says_so():
     assert Target.model_validate(quick.model_dump(mode="json")).thresholds.noise.rounds_for("cuda") == 3
     engine = GpuSweep()
     finding = levers_step.sweep_levers(_state(quick), engine)
-    assert len(engine.args["spec"]["runs"]) == 1 + 3 * 8
+    assert len(engine.args["spec"]["runs"]) == 8 + 3 * 8
     sweep = finding.data["sweep"]
     assert (sweep["budget"], sweep["rounds"], sweep["rounds_normal"]) == ("quick", 3, 5)
     assert "quick budget" in finding.headline and "3 rounds instead of 5" in finding.tables[0].note

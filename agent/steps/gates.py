@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.engines import Setting, bench_args, measured_batch
+from agent import stats
+from agent.engines import Setting, measured_batch, sweep_args
 from agent.session import Session
 from agent.state import Finding, InvestigationState, Number, Table, finding_for, next_index
-from agent.steps.levers import throughput
+from agent.steps.levers import output_check, ratio_text, sweep_runs
 from agent.steps.survey import target_of
 from agent.evidence import evidence, typed
 
@@ -101,27 +102,81 @@ def scan_args(source: str | None, sm: int, kernels: list[str], env: dict[str, st
     return {"source": source, "sm": sm, "kernels": kernels, "env": env}
 
 
-def measure_what_if(state: InvestigationState, session: Session, box_sm: int) -> tuple[list[list], list[int]]:
+def measure_what_if(state: InvestigationState, session: Session, box_sm: int) -> tuple[list[dict], list[int]]:
     """Measure on the box each engine backend the target names for a fast path the box's gates allow
-    and the declared hardware's do not: apart from the deployment's numbers, as a what-if."""
+    and the declared hardware's do not: apart from the deployment's numbers, as a what-if. One
+    engine.sweep alternates the profiled setting and the what-ifs (a warm-up of each, then the
+    split-K step's number of rounds), so each what-if gets a paired interval of its ratio and its
+    output is checked against the profiled setting's, as a lever's is. Each row: backend, sm, tok_s
+    (projected: the profiled run's tok/s x the ratio), reference_tok_s, x, interval, interval_basis,
+    output, seq; or error."""
     target = target_of(state)
     profile = finding_for(state, "profile")
     profiled = profile.data["setting"]
     device = evidence(state, "survey").box.device
-    rows, seqs = [], []
-    for backend, sms in sorted(target.engine.what_if_backends.items()):
-        if box_sm not in sms or target.deployment.sm in sms:
+    noise = target.thresholds.noise
+    batch = measured_batch(target, device)
+    backends = [b for b, sms in sorted(target.engine.what_if_backends.items())
+                if box_sm in sms and target.deployment.sm not in sms]
+    if not backends:
+        return [], []
+    reference = Setting(profiled["label"], dict(profiled["env"]), dict(profiled["options"]))
+    settings = {"profiled": reference, **{b: Setting(f"what-if {b}", dict(profiled["env"]), dict(profiled["options"]),
+                                                       backend=b) for b in backends}}
+    plan = [(f"{name}#warmup", setting) for name, setting in settings.items()]
+    for r in range(1, noise.rewrite_rounds + 1):
+        plan += [(f"{name}#r{r}", setting) for name, setting in settings.items()]
+    swept = session.call("engine.sweep", sweep_args(target, device, plan, batch))
+    baseline = profile.number("setting_tok_s")
+    if not swept["ok"]:
+        return [{"backend": b, "sm": box_sm, "tok_s": None, "reference_tok_s": baseline, "x": None,
+                 "seq": swept["seq"], "error": swept["error"]} for b in backends], [swept["seq"]]
+    runs = sweep_runs([{} for _ in plan], [label for label, _ in plan], swept, batch)
+    by_label = {label: run for (label, _), run in zip(plan, runs)}
+    rows = []
+    for b in backends:
+        pairs = [(by_label[f"profiled#r{r}"]["step_ms"], by_label[f"{b}#r{r}"]["step_ms"])
+                 for r in range(1, noise.rewrite_rounds + 1)
+                 if by_label[f"profiled#r{r}"]["ok"] and by_label[f"{b}#r{r}"]["ok"]]
+        failed = [by_label[f"{b}#r{r}"]["error"] for r in range(1, noise.rewrite_rounds + 1) if not by_label[f"{b}#r{r}"]["ok"]]
+        interval = stats.paired_interval(pairs, noise.confidence)
+        if interval.ratio is None:
+            rows.append({"backend": b, "sm": box_sm, "tok_s": None, "reference_tok_s": baseline, "x": None,
+                         "seq": swept["seq"], "error": "; ".join(sorted(set(failed))) or "no round measured both"})
             continue
-        setting = Setting(f"what-if {backend}", dict(profiled["env"]), dict(profiled["options"]), backend=backend)
-        result = session.call("engine.bench", bench_args(target, device, setting, [measured_batch(target, device)]))
-        seqs.append(result["seq"])
-        baseline = profile.number("setting_tok_s")
-        if result["ok"]:
-            tok_s = throughput(result, measured_batch(target, device))["tok_s"]
-            rows.append([backend, f"sm_{box_sm}", tok_s, baseline, tok_s / baseline, str(result["seq"])])
-        else:
-            rows.append([backend, f"sm_{box_sm}", None, baseline, None, f"failed: {result['error']}"])
-    return rows, seqs
+        ref_sketch = next((by_label[f"profiled#r{r}"]["sketch"] for r in range(1, noise.rewrite_rounds + 1)
+                           if by_label[f"profiled#r{r}"]["ok"] and by_label[f"profiled#r{r}"].get("sketch")), None)
+        output = output_check(ref_sketch, [by_label[f"{b}#r{r}"].get("sketch") for r in range(1, noise.rewrite_rounds + 1)
+                                           if by_label[f"{b}#r{r}"]["ok"]], noise.output_rtol)
+        rows.append({"backend": b, "sm": box_sm, "tok_s": baseline * interval.ratio, "reference_tok_s": baseline,
+                     "x": interval.ratio, "interval": [interval.low, interval.high] if interval.low is not None else None,
+                     "interval_basis": (f"{100 * noise.confidence:.0f}% t-interval over {len(pairs)} rounds alternating "
+                                        f"the profiled setting and the what-if in one engine process after a warm-up "
+                                        f"of each (runs are the unit)" if interval.low is not None
+                                        else f"{len(pairs)} paired run(s): {interval.note or 'no interval'}"),
+                     "output": output, "failed_runs": len(failed), "seq": swept["seq"]})
+    return rows, [swept["seq"]]
+
+
+def noise_pct(target) -> str:
+    return f"{100 * target.thresholds.noise.confidence:.0f}%"
+
+
+def what_if_table_rows(measured: list[dict]) -> list[list]:
+    rows = []
+    for m in measured:
+        if m.get("x") is None:
+            rows.append([m["backend"], f"sm_{m['sm']}", None, m["reference_tok_s"], "-", f"failed: {m.get('error')}",
+                         str(m["seq"])])
+            continue
+        low, high = m.get("interval") or (None, None)
+        out = m["output"]
+        out_text = (f"not checked: {out['note']}" if out["ok"] is None else
+                    ("within" if out["ok"] else "BEYOND") + f" {100 * out['rtol']:.0f}% (median row {100 * out['error']:.2g}%)"
+                    + (f"; {out['rows_beyond']} of {out['rows']} rows beyond" if out.get("rows_beyond") else ""))
+        rows.append([m["backend"], f"sm_{m['sm']}", m["tok_s"], m["reference_tok_s"], ratio_text(m["x"], low, high),
+                     out_text, str(m["seq"])])
+    return rows
 
 
 def scan_gates(state: InvestigationState, session: Session) -> Finding:
@@ -192,8 +247,11 @@ def scan_gates(state: InvestigationState, session: Session) -> Finding:
             if measured:
                 tables.append(Table(title="What-if: backends the box's gates open, measured on the box",
                                     columns=["backend", "gate passed", "tok/s (projected)", "profiled setting tok/s (projected)",
-                                             "ratio to the profiled setting (x)", "log"],
-                                    rows=measured, note="stand-in box numbers; never part of the deployment's ceiling"))
+                                             f"vs the profiled setting [{noise_pct(target)} CI]", "output vs the profiled setting",
+                                             "log"],
+                                    rows=what_if_table_rows(measured),
+                                    note="stand-in box numbers; never part of the deployment's ceiling; tok/s projected: "
+                                         "the profiled run's tok/s x the ratio measured in alternating rounds"))
             what_if_data = {"sm": box_sm, "passes_more": len(differs), "measured": measured}
         else:
             tables.append(Table(title=f"What-if: the box's scan (sm_{box_sm}) failed", columns=["error"],

@@ -184,7 +184,7 @@ def rewrite_estimate(diagnosis: dict[str, Any]) -> dict[str, Any]:
         if diagnosis.get("inner_product") in ("CUDA-core multiply-reduce", "mixed") and bound != "compute-bound":
             sm = (ncu.get("throughput_pct") or {}).get("sm")
             basis += ("; the move to tensor cores is not counted" +
-                      (f": SM throughput {sm:g}% of peak, the math does not bind" if sm is not None else ": its gain is not measured"))
+                      (f": SM throughput {sm:.3g}% of peak, the math does not bind" if sm is not None else ": its gain is not measured"))
     return {"removes": [r["cause"] for r in removes], "causes": removes, "speedup": speedup,
             "speedup_kind": "upper estimate" if speedup is not None else None, "basis": basis, "bound": bound}
 
@@ -253,7 +253,8 @@ def diagnosis_table(kernel: str, d: dict[str, Any]) -> Table:
     if ncu.get("measured"):
         grid = "x".join(str(x) for x in ncu.get("grid") or []) or "?"
         shape = "" if d.get("ncu_same_grid") else f" (measured on grid {grid}, not this point's {d.get('programs')} programs)"
-        rows.append(["Nsight Compute", ncu.get("basis", "") + shape, f"{ncu['bound']}; achieved occupancy {ncu.get('achieved_occupancy')}%",
+        rows.append(["Nsight Compute", ncu.get("basis", "") + shape, f"{ncu['bound']}; achieved occupancy "
+                     + (f"{ncu['achieved_occupancy']:.3g}%" if ncu.get("achieved_occupancy") is not None else "not exported"),
                      ncu.get("source", "")])
         if ncu.get("stalls"):
             cycles = (ncu.get("warp_state") or {}).get("warp_cycles_per_issued_instruction")

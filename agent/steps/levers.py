@@ -35,12 +35,15 @@ def interpretation_labels(state: InvestigationState) -> list[str]:
 
 
 def sweep_plan(lever_names: list[str], rounds: int, warmup_runs: int) -> list[dict[str, Any]]:
-    """The runs of a sweep in order: ``warmup_runs`` baseline runs (discarded), then ``rounds``
-    rounds of ``A L1 L2 ...`` (A the baseline), the levers' order rotated by one each round so that
-    no lever always runs furthest from its round's baseline run; each lever run is paired with its
-    round's baseline run (stats.analyze_sweep). Each entry: setting, round, warmup, repeat label."""
-    plan = [{"setting": stats.BASELINE, "round": 0, "warmup": True,
-             "repeat": "warmup" if warmup_runs == 1 else f"warmup{i + 1}"} for i in range(warmup_runs)]
+    """The runs of a sweep in order: ``warmup_runs`` runs of the baseline and then of each lever
+    (discarded: a setting's first run in the process pays for its compile, autotune and cold
+    caches), then ``rounds`` rounds of ``A L1 L2 ...`` (A the baseline), the levers' order rotated
+    by one each round so that no lever always runs furthest from its round's baseline run; each
+    lever run is paired with its round's baseline run (stats.analyze_sweep). Each entry: setting,
+    round, warmup, repeat label."""
+    plan = [{"setting": name, "round": 0, "warmup": True,
+             "repeat": "warmup" if warmup_runs == 1 else f"warmup{i + 1}"}
+            for name in [stats.BASELINE, *lever_names] for i in range(warmup_runs)]
     for r in range(1, rounds + 1):
         plan.append({"setting": stats.BASELINE, "round": r, "warmup": False, "repeat": f"r{r}"})
         shift = (r - 1) % len(lever_names) if lever_names else 0
@@ -182,7 +185,8 @@ def sweep_levers(state: InvestigationState, session: Session) -> Finding:
         lever_results.append(_judge(lever, runs, sweep.levers.get(lever.name), reference, base_interpreted, rules, scale,
                                     min_effect))
 
-    warmups = [r for r in runs if r["warmup"]]
+    warmups = [r for r in runs if r["warmup"] and r["setting"] == stats.BASELINE]
+    lever_warmups = [r for r in runs if r["warmup"] and r["setting"] != stats.BASELINE]
     sde = sweep.smallest_detectable_effect
     rows = [["baseline (warm-up, discarded)", _setting_text(base.env, base.options),
              scale / r["step_ms"] if r["ok"] else None, "-", "1", "warm-up" if r["ok"] else f"failed: {r['error']}",
@@ -198,6 +202,13 @@ def sweep_levers(state: InvestigationState, session: Session) -> Finding:
     goal = target.goal.output_tok_s
     goal_met = best >= goal
     sde_text = f"{100 * sde:.1f}%" if sde is not None else "not stated (fewer than two rounds)"
+    spread = stats.spread_effect(sweep.run_log_sd, rounds, rules.confidence)
+    # What sets the smallest detectable effect: the spread's half-width, or the min_effect floor above it.
+    sde_basis = ("not stated" if spread is None else
+                 f"the baseline's run-to-run spread ({100 * spread:.2g}% at {rounds} rounds; the floor, min_effect, is "
+                 f"{100 * min_effect:.2g}%)" if spread >= min_effect else
+                 f"the floor, min_effect {100 * min_effect:.2g}% (the baseline's run-to-run spread alone would "
+                 f"allow {100 * spread:.2g}% at {rounds} rounds)")
     budget_text = f", {rules.budget} budget" if rules.budget != "normal" else ""
     headline = (f"baseline {mid:.3g} tok/s at batch {batch} ({projected}; {rounds} rounds{budget_text}, smallest detectable "
                 f"effect {sde_text}); "
@@ -241,6 +252,10 @@ def sweep_levers(state: InvestigationState, session: Session) -> Finding:
             f"built once: each run has its own setting, state, graph capture, warm-up and timed steps, but the "
             f"process, weights, compiled kernels and allocator are shared, so the intervals leave out "
             f"process-to-process variation")
+    if lever_warmups:
+        note += ("; each lever's first run was a warm-up too, discarded (tok/s: "
+                 + ", ".join(f"{r['setting']} " + (f"{scale / r['step_ms']:.4g}" if r["ok"] else "failed")
+                             for r in lever_warmups) + ")")
     if rules.budget != "normal":
         note += (f"; {rules.budget} budget: {rounds} rounds instead of {rules.rounds_for_budget(device, 'normal')}, "
                  f"so the intervals are wider and the smallest detectable effect larger")
@@ -272,7 +287,8 @@ def sweep_levers(state: InvestigationState, session: Session) -> Finding:
             "sweep": {"rounds": rounds, "warmup_runs": rules.warmup_runs, "confidence": rules.confidence,
                       "min_effect": min_effect, "output_rtol": rules.output_rtol,
                       "run_log_sd": sweep.run_log_sd, "run_log_df": sweep.run_log_df,
-                      "smallest_detectable_effect": sde, "budget": rules.budget,
+                      "smallest_detectable_effect": sde, "spread_effect": spread, "sde_basis": sde_basis,
+                      "budget": rules.budget,
                       "rounds_normal": rules.rounds_for_budget(device, "normal"), "seq": sweep_seq,
                       "one_process": True, "runs": len(runs), "wall_s": swept["data"].get("wall_s"),
                       "weights_s": swept["data"].get("weights_s")},
@@ -289,7 +305,7 @@ def _judge(lever: Lever, runs: list[dict], stat: stats.SettingStats | None, refe
            base_interpreted: bool, rules, scale: float, min_effect: float) -> dict[str, Any]:
     """One tried lever's result: its runs' statistics, output check and verdict (and, for a planted
     lever, whether it came out as planted: planted_check)."""
-    own = [r for r in runs if r["setting"] == lever.name]
+    own = [r for r in runs if r["setting"] == lever.name and not r["warmup"]]
     ok = [r for r in own if r["ok"]]
     result: dict[str, Any] = {"name": lever.name, "seqs": sorted({r["seq"] for r in own}), "runs": len(own),
                               "failed_runs": len(own) - len(ok)}

@@ -144,12 +144,16 @@ def fallback_floors(state: InvestigationState, total: float) -> dict[str, Any]:
         row["bound_x"] = floor_bound(total, [(t, row["floor_ms"])])
         row["instant_x"] = amdahl(total, t)
         kernels.append(row)
+    rest = _operation_rest(profile, names)
+    if rest:
+        kernels.append({**rest, "bound_x": floor_bound(total, [(rest["ms"], None)]), "instant_x": amdahl(total, rest["ms"])})
     parts = [(k["ms"], k["floor_ms"]) for k in kernels]
     return {
         "kernels": kernels, "steps": steps, "rates": rates, "no_rates": no_rates,
         "ms": math.fsum(t for t, _ in parts),
         "floor_ms": math.fsum(min(f, t) for t, f in parts if f is not None),
-        "without_floor": [k["kernel"] for k in kernels if k["floor_ms"] is None],
+        "without_floor": [k["kernel"] for k in kernels if k["floor_ms"] is None and k["calls"] is not None],
+        "operation_rest_ms": rest["ms"] if rest else None,
         "bound_x": floor_bound(total, parts) if parts else 1.0,
         "instant_x": amdahl(total, math.fsum(t for t, _ in parts)) if parts else 1.0,
     }
@@ -160,7 +164,7 @@ def floors_table(floors: dict[str, Any], total: float) -> Table:
     rows = [[k["kernel"], k["calls"], k["ms"], k["bytes"], k["flops"], k["floor_ms"], k["floor_from"] or k["note"],
              k["headroom"], k["bound_x"], k["instant_x"]] for k in floors["kernels"]]
     if len(rows) > 1:
-        rows.append([f"all {len(rows)}", sum(k["calls"] for k in floors["kernels"]), floors["ms"],
+        rows.append([f"all {len(rows)}", sum(k["calls"] or 0 for k in floors["kernels"]), floors["ms"],
                      None, None, floors["floor_ms"], f"{len(floors['without_floor'])} without a floor: instant",
                      None, floors["bound_x"], floors["instant_x"]])
     rates = floors["rates"]
@@ -174,9 +178,27 @@ def floors_table(floors: dict[str, Any], total: float) -> Table:
                           "headroom (x)", "bound (x)", "instant (x)"], rows=rows, note=note)
 
 
+def _operation_rest(profile: Finding, fallbacks: list[str]) -> dict[str, Any] | None:
+    """The dominant fallback kernel's operation less the kernel itself (its merge, sink and fill
+    kernels), as a part of the fallback stack: owning the stack replaces the whole call, as the
+    split-K rewrite does, so it goes with the kernel; no floor of its own (counted as instant).
+    None when the dominant kernel is not a fallback or its operation is not attributed."""
+    dominant = (profile.data.get("dominant") or {}).get("name")
+    times = profile_times(profile)
+    if dominant not in fallbacks or times["operation_ms"] is None:
+        return None
+    rest = times["operation_ms"] - times["kernel_ms"]
+    if rest <= 0:
+        return None
+    operation = (profile.data.get("operation") or {}).get("name") or "its operation"
+    return {"kernel": f"the rest of {operation} (around {dominant})", "calls": None, "ms": rest, "bytes": None,
+            "flops": None, "floor_ms": None, "floor_from": None, "headroom": None,
+            "note": "replaced with the kernel when the stack is owned: no floor, counted as instant"}
+
+
 def fallback_option(state: InvestigationState, total: float, tok_s: float) -> dict[str, Any]:
     floors = fallback_floors(state, total)
-    names = [k["kernel"] for k in floors["kernels"]]
+    names = [k["kernel"] for k in floors["kernels"] if k["calls"] is not None]  # the kernels, not the operation's rest
     share = floors["ms"] / total if total else 0.0
     if not names:
         basis = "no profiled fallback kernel"
@@ -185,6 +207,8 @@ def fallback_option(state: InvestigationState, total: float, tok_s: float) -> di
                  f"counted as instant")
     else:
         basis = "the fallback kernels at their floors (measured box bandwidth and matmul rate)"
+    if names and floors["operation_rest_ms"] is not None:
+        basis += "; the rest of the dominant kernel's operation instant (the stack's own merge, sink and fill)"
     return {
         "name": "own-fallbacks", "title": "Own the fallback kernel stack", "offered": bool(names),
         "why": (f"the gates tie {len(names)} profiled kernel(s) to gated-off fast paths: {', '.join(names)}"
@@ -203,12 +227,14 @@ def hardware_option(state: InvestigationState, total: float, tok_s: float, fallb
     gates = finding_for(state, "gates")
     target = target_of(state)
     passing = gates.data.get("architectures_passing", []) if gates else []
-    basis = "the fallback kernels instant (the gated path's own time on that hardware is not measured here)"
+    basis = ("the fallback kernels instant" + (" with the rest of the dominant kernel's operation"
+                                               if fallback["floors"]["operation_rest_ms"] is not None else "")
+             + " (the gated path's own time on that hardware is not measured here)")
     return {
         "name": "move-hardware", "title": "Move to hardware whose gates pass", "offered": bool(passing),
         "why": (f"the gated fast paths {', '.join(sorted({f['fast_path'] for f in gates.data['fallback_kernels']}))} "
-                f"are allowed on {len(passing)} other architectures (sm_90 and sm_100 among them: "
-                f"{90 in passing and 100 in passing}); sm_{target.deployment.sm} falls back"
+                f"are allowed on {len(passing)} other architectures ({_among(passing)}); "
+                f"sm_{target.deployment.sm} falls back"
                 if passing else "no gate names another architecture"),
         "upper_x": fallback["instant_x"], "upper_tok_s": tok_s * fallback["instant_x"], "instant_x": fallback["instant_x"],
         "bound_from": basis, "estimate_x": None, "estimate_tok_s": None,
@@ -218,6 +244,12 @@ def hardware_option(state: InvestigationState, total: float, tok_s: float, fallb
         "falsifier": "a benchmark of the gated path on that hardware at the deployment's shapes",
         "can_try_here": False, "try_note": "needs the other hardware",
     }
+
+
+def _among(passing: list[int]) -> str:
+    """Which of the Hopper and Blackwell datacenter SMs (sm_90, sm_100) the architectures include, in words."""
+    named = [f"sm_{sm}" for sm in (90, 100) if sm in passing]
+    return " and ".join(named) + " among them" if named else "neither sm_90 nor sm_100 among them"
 
 
 def accept_option(tok_s: float) -> dict[str, Any]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from agent.engines import bench_args, best_setting, measured_batch, shapes_for, with_levers
 from agent.session import Session
 from agent.state import Finding, InvestigationState, Number, Table, finding_for, next_index
@@ -58,6 +60,15 @@ def attribute_dominant(session: Session, refs: dict, trace_info: dict, ref: dict
         op["other_us"] = (op["attributed_total_us"] - inside) / op["attributed_steps"] * steps
         op["total_us"] = top.total_us + op["other_us"]
     return op, eager
+
+
+def in_step_idle_share(merged) -> float | None:
+    """The idle share inside the profiled steps (their windows less the busy time in them): the
+    workload's idle, without the profiler's own gaps between steps. None without step ranges."""
+    if not merged.in_step_window_us or not merged.step_windows:
+        return None
+    busy = math.fsum(w.busy_us for w in merged.step_windows)
+    return max(merged.in_step_window_us - busy, 0.0) / merged.in_step_window_us
 
 
 def profile_decode(state: InvestigationState, session: Session) -> Finding:
@@ -134,7 +145,8 @@ def profile_decode(state: InvestigationState, session: Session) -> Finding:
     if top:
         headline = (f"{top.name} is {100 * top.share:.1f}% of {unit} time ({fmt(top.total_us / 1000, '.3g')} of "
                     f"{fmt(kernel_ms, '.4g')} ms over {steps} decode steps at batch {batch}, {setting.label}); "
-                    f"GPU idle {100 * merged.idle_share:.1f}% of the window")
+                    + (f"{'host' if host_ranges else 'GPU'} idle {100 * in_step_idle_share(merged):.1f}% inside the steps"
+                       if in_step_idle_share(merged) is not None else f"GPU idle {100 * merged.idle_share:.1f}% of the window"))
     else:
         leader = merged.kernels[0] if merged.kernels else None
         headline = (f"no dominant kernel: the largest, {leader.name if leader else '-'}, is "
@@ -157,6 +169,14 @@ def profile_decode(state: InvestigationState, session: Session) -> Finding:
                                               label=f"{where} window inside the {len(merged.step_windows)} profiled steps (between-step gaps left out)", seqs=seq)
         numbers["between_steps_idle_ms"] = Number(value=merged.between_steps_idle_us / 1000, unit="ms",
                                                   label=f"{where} idle between profiled steps (the profiler's sync and prof.step())", seqs=seq)
+        # Busy time lies inside the steps, so the idle inside them is their window less it: the share the
+        # workload leaves idle, without the profiler's own gaps between steps.
+        in_step_idle = merged.in_step_window_us * (in_step_idle_share(merged) or 0.0)
+        numbers["in_step_idle_ms"] = Number(value=in_step_idle / 1000, unit="ms",
+                                            label=f"{where} idle inside the profiled steps (their window less busy time)", seqs=seq)
+        if merged.in_step_window_us > 0:
+            numbers["in_step_idle_share"] = Number(value=in_step_idle / merged.in_step_window_us, unit="fraction",
+                                                   label="idle share of the in-step window", seqs=seq)
         if merged.step_windows:
             numbers["step_window_ms"] = Number(value=merged.in_step_window_us / 1000 / len(merged.step_windows), unit="ms",
                                                label=f"{where} window of one profiled step", seqs=seq)

@@ -243,12 +243,22 @@ def round2(state: InvestigationState, session: Session) -> Finding:
     op_spread = bound_spread(times, op_part) if op_part is not None else None
     spread = op_spread if op_part is not None else kernel_spread
     ceiling_tok_s = tok_s * bound_x
-    reachable = ceiling_tok_s >= goal
+    # The ceiling is known to its bound's spread and to the measured tok/s it scales (the split-K
+    # interval's half-width): the goal is reachable, or not, only when it lies outside both.
+    uncertainty = (spread or 0.0) + (splitk.numbers["measured_x"].spread or 0.0)
+    if ceiling_tok_s / (1 + uncertainty) >= goal:
+        reachable, reach = True, "reachable"
+    elif ceiling_tok_s * (1 + uncertainty) < goal:
+        reachable, reach = False, "not reachable"
+    else:
+        reachable, reach = None, (f"not decided: the goal lies within the ceiling's uncertainty "
+                                  f"({100 * uncertainty:.2g}%: the bound's spread and the measured tok/s's interval)")
     op_name = operation.get("name") if op_part is not None else None
     short = shorten(top.name, 60)  # a headline names it twice
     what = f"{op_name} (the call around {short})" if op_name else short
     tok_seqs = splitk.numbers["splitk_tok_s"].seqs
     both = sorted(set(seq) | set(tok_seqs))
+    needed = speedup_needed(window, op_part if op_part is not None else part, goal / tok_s)
     numbers.update({
         "dominant_ms": Number(value=top.total_us / 1000, unit="ms", label=f"{short} with split-K", seqs=seq),
         "dominant_share": Number(value=top.share, unit="fraction", label=f"{short} share of {unit} time with split-K", seqs=seq),
@@ -265,8 +275,9 @@ def round2(state: InvestigationState, session: Session) -> Finding:
         "step_budget_ms": Number(value=budget_ms, unit="ms", label=f"batch {batch} tokens a step at the goal's rate"),
         "projected_step_ms": Number(value=step_ms, unit="ms", label=f"decode step, {setting}, projected (batch / tok/s)", seqs=tok_seqs),
         "instant_step_ms": Number(value=step_ms / bound_x, unit="ms", label=f"projected decode step with {what} instant", seqs=both, spread=spread),
-        "speedup_needed": Number(value=speedup_needed(window, op_part if op_part is not None else part, goal / tok_s), unit="x",
-                                 label=f"speedup of {what} that would meet the goal (none: unreachable)"),
+        "speedup_needed": Number(value=needed, unit="x",
+                                 label=f"speedup of {what} that would meet the goal" if needed is not None else
+                                 f"speedup of {what} that would meet the goal: none, even instant it would not"),
     })
     if op_part is not None:
         numbers["operation_share"] = Number(value=op_part / window, unit="fraction", label="t_op / W", seqs=seq)
@@ -322,12 +333,13 @@ def round2(state: InvestigationState, session: Session) -> Finding:
             "rewrite_inner_product": Number(value=d["inner_product"], label=f"{focus['kernel']}: how its inner products are formed", seqs=fseq),
         })
 
-    verdict = "goal-reachable" if reachable else "goal-unreachable"
+    verdict = {True: "goal-reachable", False: "goal-unreachable", None: "goal-undecided"}[reachable]
     lead = (f"with split-K, {short} {'dominates' if dominant else 'is the largest'}: {100 * top.share:.1f}% of {unit} time "
             f"({top.category})")
     headline = (lead + (f", its operation {op_name} {100 * op_part / window:.1f}% of the window" if op_name else "")
                 + f"; even an instant {what} gives {fmt_spread(bound_x, spread)}x: {fmt(tok_s, '.3g')} -> {fmt_spread(ceiling_tok_s, spread)} tok/s "
-                + ("(projected), reaching the goal" if reachable else f"(projected), {fmt_spread(goal / ceiling_tok_s, spread)}x short of the goal")
+                + ({True: "(projected), reaching the goal", None: "(projected), at the goal within its uncertainty"}.get(
+                    reachable, f"(projected), {fmt_spread(goal / ceiling_tok_s, spread)}x short of the goal"))
                 + f" of {goal:.0f} tok/s (step {fmt_spread(step_ms / bound_x, spread)} ms vs a {fmt(budget_ms, '.3g')} ms budget)")
     if focus is not None:
         d = focus["diagnosis"]
@@ -338,7 +350,7 @@ def round2(state: InvestigationState, session: Session) -> Finding:
         artifacts={"trace": trace_path}, evidence=sorted(set(seqs) | set(tok_seqs)),
         labels=labels + (["failed"] if problems else []),
         data={**base_data, "complete": True, "kernel": top.name, "category": top.category, "dominant": dominant,
-              "dominant_kernel": top.to_dict(), "reachable": reachable, "bound": "operation" if op_name else "kernel",
+              "dominant_kernel": top.to_dict(), "reachable": reachable, "reach": reach, "uncertainty": uncertainty, "bound": "operation" if op_name else "kernel",
               "operation": ({"name": op_name, "frame": operation.get("frame"), "source": operation.get("source")} if op_name else None),
               "operation_status": operation["status"], "operation_detail": operation,
               "rewrite_kernels": [{"name": k["name"], "calls": k["calls"], "total_us": k["total_us"], "share": k["share"]}

@@ -14,7 +14,7 @@ from agent.session import Session
 from agent.state import Finding, InvestigationState, Number, Table, finding_for, findings_of, next_index
 from agent.steps import StepFailed
 from agent.steps.ceiling import amdahl, profile_times
-from agent.steps.levers import interpretation_labels, sweep_runs, throughput
+from agent.steps.levers import interpretation_labels, output_check, sweep_runs, throughput
 from agent.steps.profile import attribute_dominant
 from agent.steps.survey import target_of
 from agent.evidence import typed
@@ -148,6 +148,13 @@ def build_splitk(state: InvestigationState, session: Session) -> Finding:
     interval = stats.paired_interval(pairs, noise.confidence)
     if interval.ratio is None:
         raise StepFailed(f"no round measured both the profiled setting and split-K ({rounds} tried)")
+    # The engine's answer with the rewrite against the profiled setting's, as every lever's is checked.
+    ref_sketch = next((a["sketch"] for a in measured_runs[2::2] if a["ok"] and a.get("sketch")), None)
+    output = output_check(ref_sketch, [b.get("sketch") for b in measured_runs[3::2] if b["ok"]], noise.output_rtol)
+    if output["ok"] is False:
+        raise StepFailed(f"the engine's output with split-K differs from the profiled setting's: median row "
+                         f"{100 * output['error']:.3g}% beyond {100 * noise.output_rtol:.0f}% (engine.sweep, log line "
+                         f"{swept['seq']}): a fast wrong answer is no option")
 
     measured = throughput(run, batch)
     refs = {ref["name"]: ref for ref in run["artifacts"]}
@@ -192,7 +199,7 @@ def build_splitk(state: InvestigationState, session: Session) -> Finding:
                              spread=_half_width(interval)),
         "measured_low_x": Number(value=interval.low, unit="x", label=f"{100 * noise.confidence:.0f}% interval, low", seqs=sorted(set(seqs))),
         "measured_high_x": Number(value=interval.high, unit="x", label=f"{100 * noise.confidence:.0f}% interval, high", seqs=sorted(set(seqs))),
-        "splitk_tok_s": Number(value=measured_tok_s, unit="tok/s", label=f"engine with split-K (projected to {target.model.layers} layers)", seqs=sorted(set(seqs))),
+        "splitk_tok_s": Number(value=measured_tok_s, unit="tok/s", label=f"engine with split-K, projected: the profiled setting's tok/s x the measured ratio (to {target.model.layers} layers)", seqs=sorted(set(seqs))),
         "launches_before": Number(value=launches["before"], unit="launches/step", label="kernel launches a step, profiled setting", seqs=profile.evidence),
         "launches_after": Number(value=launches["after"], unit="launches/step", label="kernel launches a step, with split-K", seqs=[run["seq"]]),
         "check_out_rel_err": Number(value=max((worst_error(r["check"] or {}, "out_norm_rel") or 0) for r in call_rows), label="worst norm-wise relative error of the output vs float32, over the engine's calls", seqs=[r["check_seq"] for r in call_rows]),
@@ -235,6 +242,10 @@ def build_splitk(state: InvestigationState, session: Session) -> Finding:
     headline = (f"split-K: {dominant['name']} {kernel_speedup:.3g}x faster in the profile; Amdahl {pred}; the engine "
                 f"measured {measured_x:.3g}x{ival} ({baseline_tok_s:.3g} -> {measured_tok_s:.3g} tok/s, projected)"
                 if kernel_speedup else "split-K: the replacement kernels were not found in the trace")
+    if output["ok"] is None:
+        headline += f"; engine output not checked ({output['note']})"
+    elif output.get("rows_beyond"):
+        headline += f"; engine output: {output['note']}"
     if violated:
         headline += f"; above the bound {violated[0].claim_x:.3g}x ({violated[0].claim}): the model failed"
     elif missed:
@@ -242,7 +253,9 @@ def build_splitk(state: InvestigationState, session: Session) -> Finding:
     return Finding(
         index=next_index(state), step="splitk", headline=headline, verdict=verdict, numbers=numbers,
         tables=[Table(title="Split-K against the original", columns=["measure", "original", "split-K", "ratio"], rows=rows,
-                      note=f"measured: {_basis(interval, len(pairs))}; kernel and operation times from the two profiles"),
+                      note=f"measured: {_basis(interval, len(pairs))}; kernel and operation times from the two profiles; "
+                           f"split-K tok/s is projected: the profiled setting's tok/s x the measured ratio; "
+                           + _output_text(output, noise.output_rtol)),
                 Table(title="The engine's attention calls, checked and timed as the engine made them",
                       columns=["call", "calls a step", "config", "splits", "compressed splits", "error vs float32",
                                "upstream us", "split-K us", "speedup", "share of the step", "log"], rows=call_table,
@@ -259,9 +272,16 @@ def build_splitk(state: InvestigationState, session: Session) -> Finding:
               "measured_x": measured_x, "measured_interval": interim.data["measured_interval"],
               "measured_interval_basis": interim.data["measured_interval_basis"], "runs_ms": runs,
               "vanished_kernels": gone, "launches_per_step": launches, "dominant_after": now,
-              "prediction_intervals": prediction_intervals, "profiler_stretch": stretch,
+              "prediction_intervals": prediction_intervals, "profiler_stretch": stretch, "output": output,
               "checks": [c.model_dump(mode="json") for c in mine]},
     )
+
+
+def _output_text(output: dict[str, Any], rtol: float) -> str:
+    if output["ok"] is None:
+        return f"engine output not checked: {output['note']}"
+    text = f"engine output within {100 * rtol:.0f}% of the profiled setting's (median row {100 * output['error']:.2g}%)"
+    return text + (f"; {output['note']}" if output.get("rows_beyond") else "")
 
 
 def _prediction_interval(times: dict[str, Any], part_ms: float, x: float, speedup: float) -> list[float] | None:

@@ -202,6 +202,11 @@ def stall_shares(stalls: list[dict] | None, cycles_per_issue: float | None) -> l
     return out
 
 
+def _pct(value: float | None) -> str:
+    """A percentage of peak as a reader needs it: three significant digits ("?" when not exported)."""
+    return "?" if value is None else f"{value:.3g}"
+
+
 def verdict(throughput: dict[str, float | None], pipes: dict[str, float | None] | None = None) -> dict[str, Any]:
     """What bounds the kernel by SpeedOfLight percentages: {"bound", "basis"} (see the module doc)."""
     dram, l1, l2, sm = (throughput.get(k) for k in ("dram", "l1tex", "l2", "sm"))
@@ -209,13 +214,13 @@ def verdict(throughput: dict[str, float | None], pipes: dict[str, float | None] 
         return {"bound": "not measured", "basis": "the export lacks the SpeedOfLight throughputs (DRAM, L1/TEX or L2, SM)"}
     compute = max([sm] + [v for v in (pipes or {}).values() if v is not None])
     if dram >= HIGH_PCT and dram >= compute:
-        return {"bound": "memory-bound", "basis": f"DRAM at {dram:g}% of peak (>= {HIGH_PCT:g}%)"}
+        return {"bound": "memory-bound", "basis": f"DRAM at {_pct(dram)}% of peak (>= {HIGH_PCT:g}%)"}
     if compute >= HIGH_PCT:
-        return {"bound": "compute-bound", "basis": f"SM/pipe at {compute:g}% of peak (>= {HIGH_PCT:g}%), DRAM {dram:g}%"}
+        return {"bound": "compute-bound", "basis": f"SM/pipe at {_pct(compute)}% of peak (>= {HIGH_PCT:g}%), DRAM {_pct(dram)}%"}
     units = {"L1/TEX": l1 if l1 is not None else -1.0, "L2": l2 if l2 is not None else -1.0, "DRAM": dram}
     busiest = max(units, key=lambda k: units[k])
-    low = f"; DRAM at {dram:g}% (< {DRAM_LOW_PCT:g}%): the traffic is served by the caches" if dram < DRAM_LOW_PCT else ""
-    basis = (f"DRAM {dram:g}%, L1/TEX {l1 if l1 is not None else '?'}%, L2 {l2 if l2 is not None else '?'}%, SM {sm:g}% of peak: "
+    low = f"; DRAM at {_pct(dram)}% (< {DRAM_LOW_PCT:g}%): the traffic is served by the caches" if dram < DRAM_LOW_PCT else ""
+    basis = (f"DRAM {_pct(dram)}%, L1/TEX {_pct(l1)}%, L2 {_pct(l2)}%, SM {_pct(sm)}% of peak: "
              f"no unit at {HIGH_PCT:g}%, {busiest} the busiest{low}")
     bound = {"L1/TEX": "L1/latency-bound", "L2": "L2/latency-bound", "DRAM": "latency-bound"}[busiest]
     return {"bound": bound, "basis": basis}

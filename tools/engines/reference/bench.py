@@ -143,25 +143,50 @@ def _spin_ms(cycles: int, device: torch.device, repeats: int = 5) -> float:
     return statistics.median(times)
 
 
+# Turns of (step without the spin, step with it) the calibration times; each turn is spec.steps steps.
+CALIBRATION_TURNS = 3
+
+
+def _paired_ms(plain: Callable[[], torch.Tensor], delayed: Callable[[], torch.Tensor], spec: BenchSpec,
+               device: torch.device) -> tuple[float, float]:
+    """Median step time of ``plain`` and of ``delayed``, timed in turns so drift falls on both."""
+    a, b = [], []
+    for _ in range(CALIBRATION_TURNS):
+        a += time_steps(plain, device, spec.steps, 1, spec.steps_per_graph)
+        b += time_steps(delayed, device, spec.steps, 1, spec.steps_per_graph)
+    return statistics.median(a), statistics.median(b)
+
+
 def plant_delay(step: Callable[[], torch.Tensor], spec: BenchSpec, device: torch.device
                 ) -> tuple[Callable[[], torch.Tensor], dict]:
     """The step with a spin of ``spec.delay_frac`` of its own time after it (inside the graph when
-    the step is captured), and the report of what was planted (planted.delay_report): the setting's
-    step timed without the delay in this run, the spin's rate on this GPU now, the spin timed alone."""
-    plain = _graphed(step, device, spec.steps_per_graph) if spec.cuda_graph else step
+    the step is captured), and the report of what was planted (planted.delay_report). The spin is
+    sized from its rate timed alone, then calibrated in the form it runs in (graph or eager): the
+    step with and without it timed in turns, the cycles corrected once by what it really adds there,
+    and the pair timed again; the report's delay is that last difference, its undelayed step the
+    last plain median, so its expected ratio is the one the sweep's runs should show."""
+    def with_spin(cycles: int) -> Callable[[], torch.Tensor]:
+        def delayed() -> torch.Tensor:
+            out = step()
+            torch.cuda._sleep(cycles)
+            return out
+        return delayed
+
+    form = (lambda s: _graphed(s, device, spec.steps_per_graph)) if spec.cuda_graph else (lambda s: s)  # noqa: E731
+    plain = form(step)
     undelayed = statistics.median(time_steps(plain, device, spec.steps, max(spec.warmup - 1, 0), spec.steps_per_graph))
-    del plain
     _spin_ms(planted.RATE_CYCLES, device, 2)  # the spin kernel's first launch stays out of the rate
     rate = planted.RATE_CYCLES / _spin_ms(planted.RATE_CYCLES, device)
+    target_ms = spec.delay_frac * undelayed
     cycles = planted.sleep_cycles(undelayed, spec.delay_frac, rate)
-    report = planted.delay_report(spec.delay_frac, undelayed, rate, cycles, _spin_ms(cycles, device, 9))
-
-    def delayed() -> torch.Tensor:
-        out = step()
-        torch.cuda._sleep(cycles)
-        return out
-
-    return delayed, report
+    plain_ms, delayed_ms = _paired_ms(plain, form(with_spin(cycles)), spec, device)
+    cycles = planted.corrected_cycles(cycles, target_ms, delayed_ms - plain_ms)
+    plain_ms, delayed_ms = _paired_ms(plain, form(with_spin(cycles)), spec, device)
+    del plain
+    where = "inside the graph" if spec.cuda_graph else "after the eager step"
+    report = planted.delay_report(spec.delay_frac, plain_ms, rate, cycles, delayed_ms - plain_ms,
+                                  alone_ms=_spin_ms(cycles, device, 9), where=where)
+    return with_spin(cycles), report
 
 
 # Directions the output is projected on: enough to tell a wrong answer from rounding, few enough to log.
@@ -365,8 +390,9 @@ def notes(spec: BenchSpec, shapes: RankShapes, device: torch.device, interpreter
                      f"{spec.steps_per_graph}")
     if spec.delay_frac:
         notes.append(f"planted delay: a torch.cuda._sleep spin of {spec.delay_frac:.1%} of this setting's own step "
-                     f"after every step{' inside the graph' if spec.cuda_graph else ''} (planted_delay: what was "
-                     f"measured and the ratio it should give)")
+                     f"after every step{' inside the graph' if spec.cuda_graph else ''}, sized by its rate and calibrated "
+                     f"where it runs (the step with and without it timed in turns; planted_delay: what it adds and "
+                     f"the ratio it should give)")
     if shapes.kernel_heads != shapes.heads_per_rank:
         notes.append(f"attention kernel runs {shapes.kernel_heads} heads for {shapes.heads_per_rank} per-rank heads "
                      f"(padded as SGLang's _kernel_num_heads does)")
