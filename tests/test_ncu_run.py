@@ -15,6 +15,7 @@ import shutil
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -108,7 +109,7 @@ def test_the_raw_page_gives_throughputs_occupancy_and_stall_reasons():
     assert s["throughput_pct"]["dram"] == float(raw["gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"][1])
     assert s["throughput_pct"]["l1tex"] == float(raw["l1tex__throughput.avg.pct_of_peak_sustained_active"][1])
     assert s["achieved_occupancy"] == float(raw["sm__warps_active.avg.pct_of_peak_sustained_active"][1])
-    assert s["bound"] == "L1/latency-bound"
+    assert s["bound"] == "L1/TEX-bound"
     # every per-issue stall ratio of WarpStateStats, ranked, less the issue cycle itself ("selected")
     ratios = {m: float(v) for m, (u, v) in raw.items() if re.fullmatch(r"smsp__average_warps_issue_stalled_\w+_per_issue_active\.ratio", m)}
     assert len(ratios) >= 15 and "smsp__average_warps_issue_stalled_selected_per_issue_active.ratio" in ratios
@@ -170,13 +171,42 @@ class _Session:
         assert self.result is not None, "no call expected"
         return self.result
 
+    def artifact_path(self, ref):
+        return Path(ref["path"])
+
+
+# The H200 graph-replay trace of the dsv4-flash step (3 steps): the kernel's 8 launches a step alternate
+# 288 / 1225 / 288 / 157 us (window and compressed caches of two layers).
+STACK_TRACE = ROOT / "tests" / "data" / "h200-traces-stacks" / "reference-B16-cudagraph.trace.json.gz"
+
 
 def _target_and_profile():
     from agent.config import load_target
+    from agent.state import Finding, Number
 
     target = load_target("dsv4-flash")[0]
     setting = {"label": "baseline + cuda-graph", "env": dict(target.engine.env), "options": {"cuda_graph": True, "steps_per_graph": 4}}
-    return target, {"setting": setting, "batch": 16}
+    profile = Finding(index=3, step="profile", headline="", verdict="", numbers={"steps": Number(value=3, unit="steps")},
+                      artifacts={"trace": str(STACK_TRACE)}, data={"setting": setting, "batch": 16})
+    return target, profile
+
+
+def test_ncu_profiles_the_launch_that_costs_most_not_the_first():
+    from agent.steps.grid import measure_ncu
+    from tools.trace.launches import launch_durations, longest_position
+
+    durations = launch_durations(STACK_TRACE, KERNEL)
+    found = longest_position(durations, 3)
+    medians = found.all_median_us
+    assert found.per_step == 8 and medians[found.position] == max(medians[:found.position + 1])
+    assert medians[found.position] > 4 * medians[0]  # the first launch is a short window call
+    assert found.position not in (0,) and len(found.alike) == 2 and 0.5 < found.share < 0.7
+    assert longest_position(durations[:-1], 3) is None  # launches that do not split evenly over the steps
+    target, profile = _target_and_profile()
+    session = _Session({"ok": False, "seq": 7, "error": "exit 1", "data": {"ok": False}})
+    record = measure_ncu(session, target, {"device": "cuda"}, profile, KERNEL)
+    assert session.calls[0][1]["launch_skip"] == found.position
+    assert record["launch"]["position"] == found.position and "the longest in the profile" in record["launch"]["why"]
 
 
 def test_the_grid_step_asks_for_ncu_only_where_the_box_has_a_gpu():
@@ -199,7 +229,7 @@ def test_a_failed_ncu_run_is_a_failure_the_diagnosis_names():
     session = _Session({"ok": False, "seq": 7, "error": "exit 1: the profiled engine run failed: OOM", "data": {"ok": False}})
     record = measure_ncu(session, target, {"device": "cuda"}, profile, KERNEL)
     tool, args = session.calls[0]
-    assert tool == "kernel.ncu" and args["kernel"] == KERNEL and args["env"] == profile["setting"]["env"]
+    assert tool == "kernel.ncu" and args["kernel"] == KERNEL and args["env"] == profile.data["setting"]["env"]
     spec = args["spec"]
     # one eager step at the profiled batch; the graph-only option is dropped (the engine refuses it without a graph)
     assert (spec["batch_sizes"], spec["steps"], spec["warmup"], spec["cuda_graph"], spec["profile"]) == ([16], 1, 1, False, None)
@@ -221,5 +251,5 @@ def test_a_measured_ncu_run_gives_the_box_path_and_the_run_artifacts():
     assert record["artifacts"] == {"raw": "artifacts/ab/ncu_raw.csv", "details": "artifacts/ab/ncu_details.csv"}
     summary = ncu.summarize(CAPTURED / "ncu_raw.csv", kernel=KERNEL)
     diagnosis = with_ncu_record({"ok": True, "redundancy_factor": 57.0, "inner_product": "CUDA-core multiply-reduce", "ncu": summary}, record)
-    assert diagnosis["ncu"]["source"] == "artifacts/ab/ncu_raw.csv" and diagnosis["bound"] == summary["bound"] == "L1/latency-bound"
+    assert diagnosis["ncu"]["source"] == "artifacts/ab/ncu_raw.csv" and diagnosis["bound"] == summary["bound"] == "L1/TEX-bound"
     assert "L1/TEX" in diagnosis["rewrite_estimate"]["basis"]

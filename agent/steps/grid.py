@@ -11,6 +11,7 @@ from agent.session import Session
 from agent.state import Finding, InvestigationState, Number, Table, finding_for, next_index
 from agent.steps.survey import target_of
 from agent.evidence import typed
+from tools.trace.launches import launch_durations, longest_position
 
 
 def evaluation_points(target: Target, box: dict, profile: dict) -> list[dict[str, Any]]:
@@ -43,30 +44,51 @@ def evaluation_points(target: Target, box: dict, profile: dict) -> list[dict[str
     return points
 
 
-def ncu_args(target: Target, device: str, profile: dict[str, Any], kernel: str) -> dict[str, Any]:
-    """``kernel.ncu``'s arguments: the first launch of ``kernel`` in one eager decode step (one warm-up
-    step first, no CUDA graph: ncu profiles launches, and one step keeps it cheap) of the profiled
-    setting at the profiled batch. Its options that need a graph (several steps a replay) or only add
-    time (a planted delay, which the engine also times apart) are left out: neither changes a launch."""
+def ncu_args(target: Target, device: str, profile: dict[str, Any], kernel: str, launch_skip: int = 0) -> dict[str, Any]:
+    """``kernel.ncu``'s arguments: launch ``launch_skip`` (0-based) of ``kernel`` in one eager decode
+    step (one warm-up step first, no CUDA graph: ncu profiles launches, and one step keeps it cheap)
+    of the profiled setting at the profiled batch. Its options that need a graph (several steps a
+    replay) or only add time (a planted delay, which the engine also times apart) are left out:
+    neither changes a launch."""
     setting = profile["setting"]
     spec = bench_spec(target, device, Setting(setting["label"], dict(setting["env"]), dict(setting["options"])), [profile["batch"]])
     spec.update(steps=1, warmup=1, cuda_graph=False, profile=None)
     for option in ("steps_per_graph", "delay_frac"):
         spec.pop(option, None)
-    return {"kernel": kernel, "spec": spec, "env": dict(setting["env"]), "launch_skip": 0}
+    return {"kernel": kernel, "spec": spec, "env": dict(setting["env"]), "launch_skip": launch_skip}
 
 
-def measure_ncu(session: Session, target: Target, box: dict, profile: dict[str, Any], kernel: str) -> dict[str, Any]:
+def ncu_launch(session: Session, profile: Finding, kernel: str) -> dict[str, Any]:
+    """Which launch of ``kernel`` in a step Nsight Compute should profile: the position whose launches
+    take longest in the profile's trace (tools.trace.launches), with what the trace says of it; the
+    first launch, saying why, when the trace does not tell (launches that do not split evenly over
+    the profiled steps)."""
+    steps = int(profile.number("steps"))
+    durations = launch_durations(session.artifact_path({"path": profile.artifacts["trace"]}), kernel)
+    found = longest_position(durations, steps)
+    if found is None:
+        return {"position": 0, "per_step": None, "why": f"the first launch: the trace's {len(durations)} launches do "
+                                                        f"not split evenly over its {steps} steps"}
+    forms = ", ".join(f"{us:.4g}" for us in found.all_median_us)
+    alike = " and ".join(str(i + 1) for i in found.alike)
+    return {"position": found.position, "per_step": found.per_step, "median_us": found.median_us,
+            "alike": list(found.alike), "share": found.share,
+            "why": f"launch {found.position + 1} of the {found.per_step} a step, the longest in the profile (median us "
+                   f"by position: {forms}; launches {alike} alike, {100 * found.share:.0f}% of the kernel's time)"}
+
+
+def measure_ncu(session: Session, target: Target, box: dict, profile: Finding, kernel: str) -> dict[str, Any]:
     """Nsight Compute of the dominant kernel where the box has a GPU (``kernel.ncu``): the record the
     grid step keeps (``measured``; ``box_csv``, the raw page where the box keeps it, for the box
     point's ``kernel.grid``; ``artifacts``, the CSVs in the run; or ``why``/``error``)."""
     if box["device"] != "cuda":
         return {"measured": False, "seq": None, "why": "not measured: the box has no GPU (survey), so no Nsight Compute"}
-    result = session.call("kernel.ncu", ncu_args(target, box["device"], profile, kernel))
+    launch = ncu_launch(session, profile, kernel)
+    result = session.call("kernel.ncu", ncu_args(target, box["device"], profile.data, kernel, launch["position"]))
     data = result.get("data") or {}
     record = {"seq": result["seq"], "ok": result["ok"], "measured": bool(result["ok"] and data.get("measured")),
               "kernel_regex": data.get("kernel_regex"), "launch_skip": data.get("launch_skip"),
-              "ncu_version": data.get("ncu_version"), "engine": data.get("engine")}
+              "ncu_version": data.get("ncu_version"), "engine": data.get("engine"), "launch": launch}
     if not result["ok"]:
         record["error"] = f"Nsight Compute failed: {result['error']}"
     elif not record["measured"]:
@@ -166,7 +188,7 @@ def rewrite_estimate(diagnosis: dict[str, Any]) -> dict[str, Any]:
     speedup, basis = None, ""
     if factor is not None:
         speedup = factor
-        if bound == "L1/latency-bound":
+        if bound in ("L1/TEX-bound", "L1/latency-bound"):
             basis = (f"ncu: {ncu.get('basis')}; the kernel's time follows the bytes its programs load through L1/TEX, "
                      f"and loading each once ({_bytes(diagnosis.get('unique_bytes'))} instead of {_bytes(diagnosis.get('loaded_bytes'))}) "
                      f"divides them by {factor:.3g}: an upper estimate (another limit, e.g. latency of the remaining loads, binds sooner)")
@@ -253,7 +275,8 @@ def diagnosis_table(kernel: str, d: dict[str, Any]) -> Table:
     if ncu.get("measured"):
         grid = "x".join(str(x) for x in ncu.get("grid") or []) or "?"
         shape = "" if d.get("ncu_same_grid") else f" (measured on grid {grid}, not this point's {d.get('programs')} programs)"
-        rows.append(["Nsight Compute", ncu.get("basis", "") + shape, f"{ncu['bound']}; achieved occupancy "
+        launch = f"; measured on {ncu['launch']['why']}" if (ncu.get("launch") or {}).get("why") else ""
+        rows.append(["Nsight Compute", ncu.get("basis", "") + shape + launch, f"{ncu['bound']}; achieved occupancy "
                      + (f"{ncu['achieved_occupancy']:.3g}%" if ncu.get("achieved_occupancy") is not None else "not exported"),
                      ncu.get("source", "")])
         if ncu.get("stalls"):
@@ -291,7 +314,7 @@ def read_grid(state: InvestigationState, session: Session) -> Finding:
     source_root = survey.data["software"].get("sglang_dir")
     reports, seqs, failures = [], [], []
     seq_of: dict[int, int] = {}
-    ncu = measure_ncu(session, target, box, profile.data, kernel)
+    ncu = measure_ncu(session, target, box, profile, kernel)
     if ncu["seq"] is not None:
         seqs.append(ncu["seq"])
     if ncu.get("error"):
@@ -361,6 +384,11 @@ def read_grid(state: InvestigationState, session: Session) -> Finding:
     diagnosis = diagnosis_summary(focus_point, focus_report, source_root)
     if diagnosis is not None:
         diagnosis = with_ncu_record(diagnosis, ncu)
+    goal_point = f"deployment B={target.goal.concurrency}"
+    if candidates and goal_point not in candidates and any(p["label"] == goal_point for p, _ in reports):
+        removes = ((diagnosis or {}).get("rewrite_estimate") or {}).get("removes") or []
+        reason += (f"; at the goal's concurrency ({goal_point}) the grid fills a wave or more, so there the rewrite's gain "
+                   f"rests on what the diagnosis finds it removes: " + (", ".join(removes) or "nothing diagnosed"))
     headline = (f"{kernel} ({where}) launches grid {first.get('grid_expr')}: {first.get('programs')} programs at "
                 f"{first_point['label']} on {declared_sm_count} SMs ({(first.get('programs') or 0) / declared_sm_count:.2f} per SM)"
                 + (f"; each loops over {loop['stop_expr']} serially" if loop else ""))
@@ -427,6 +455,8 @@ def with_ncu_record(diagnosis: dict[str, Any], ncu: dict[str, Any]) -> dict[str,
     found = dict(diagnosis.get("ncu") or {})
     if found.get("measured"):
         found["source"] = (ncu.get("artifacts") or {}).get("raw") or found.get("source")
+        if ncu.get("launch"):
+            found["launch"] = ncu["launch"]
     else:
         # the verdict already reads "not measured": the reason stands alone beside it
         why = ncu.get("error") or (ncu.get("why") or "").removeprefix("not measured: ") or found.get("why")

@@ -57,7 +57,7 @@ def splitk_option(state: InvestigationState, total: float, part: float, tok_s: f
     upper = amdahl(total, op_part if op_part is not None else part)
     option = {
         "name": "splitk", "title": "Split-K rewrite of the dominant kernel", "offered": candidate, "why": why,
-        "upper_x": upper, "upper_tok_s": tok_s * upper, "instant_x": amdahl(total, part),
+        "upper_x": upper, "upper_tok_s": tok_s * upper, "instant_x": upper,
         "bound_from": "the dominant kernel's operation instant" if op_part is not None else "the dominant kernel instant",
         "estimate_x": amdahl(total, part, estimate["speedup"]) if estimate else None,
         "estimate_tok_s": tok_s * amdahl(total, part, estimate["speedup"]) if estimate else None,
@@ -171,7 +171,8 @@ def floors_table(floors: dict[str, Any], total: float) -> Table:
     note = (f"floor = max(bytes / {rates['gb_s']:.4g} GB/s copy bandwidth, FLOPs / {rates['tflop_s']:.4g} TFLOP/s "
             f"{rates['dtype']} matmul), both measured on the box by box.survey; bytes and FLOPs are the engine's "
             f"work model a step x {floors['steps']} profiled steps; headroom = measured / floor; "
-            f"bound = T / (T - t + floor) with T = {total:.4g} ms, instant = T / (T - t)"
+            f"bound = W / (W - t + floor) with W = {total:.4g} ms (the profiled steps' window, as the ceiling), "
+            f"instant = W / (W - t)"
             if rates else f"{floors['no_rates']}: every kernel bounded as instant")
     return Table(title="Fallback kernels against their floors",
                  columns=["kernel", "calls", "measured ms", "bytes", "FLOPs", "floor ms", "floor from",

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from agent import consistency
 from agent.rundir import REPORT
+from agent.runlog import read_events
 from agent.session import Session
 from agent.state import Finding, InvestigationState, finding_for, findings_of, next_index
 from agent.steps.survey import target_of
@@ -40,6 +43,20 @@ def make_plots(state: InvestigationState, session: Session) -> dict[str, str]:
     return made
 
 
+def journal_timing(events: list[dict]) -> dict | None:
+    """How long the investigation took by its journal: from its first line to the start of the report
+    step (the last one, should the report have been redone), with the attempts it took. The same in a
+    replay or a regeneration, whose journals keep the recorded times."""
+    starts = [e for e in events if e.get("kind") == "step_start" and e.get("step") == "report"]
+    if not events or not starts:
+        return None
+    first, last = events[0], starts[-1]
+    elapsed = (datetime.fromisoformat(last["ts"]) - datetime.fromisoformat(first["ts"])).total_seconds()
+    return {"first_ts": first["ts"], "report_ts": last["ts"], "report_seq": last["seq"], "elapsed_s": elapsed,
+            "attempts": max(e.get("attempt", 1) for e in events[: last["seq"]]),
+            "regenerated_from": first.get("regenerated_from")}
+
+
 def write_report(state: InvestigationState, session: Session) -> Finding:
     """First hold every measurement against every bound the run stated for the same setting, and
     every prediction against its measurement (``agent.consistency``); then render PROFILE_FINDINGS.md
@@ -47,8 +64,9 @@ def write_report(state: InvestigationState, session: Session) -> Finding:
     check, whose failures get their own section. No tool calls."""
     target = target_of(state)
     plot_paths = make_plots(state, session)
+    timing = journal_timing(read_events(session.run.log_path))
     run = {"run_id": state["run_id"], "target": target.name, "description": target.description.strip(),
-           "started": state["started"]}
+           "started": state["started"], "timing": timing}
     findings = findings_of(state)
     held = consistency.check(findings, target.model_dump(mode="json"))
     text = render_report(findings, state.get("decision"), run, plot_paths, held)
@@ -60,5 +78,5 @@ def write_report(state: InvestigationState, session: Session) -> Finding:
                   f"{len(held.checks)} bound/prediction against measurement pair(s): "
                   + (f"{len(failures)} where the model failed" if failures else "none failed")),
         verdict="model-failed" if failures else "written", artifacts={"report": REPORT, **plot_paths},
-        data={"plots": plot_paths, "consistency": held.model_dump(mode="json")},
+        data={"plots": plot_paths, "consistency": held.model_dump(mode="json"), "timing": timing},
     )

@@ -11,9 +11,10 @@ from __future__ import annotations
 from statistics import median
 from typing import Any
 
+from agent import consistency
 from agent.engines import profiled_shapes
 from agent.session import Session
-from agent.state import Finding, InvestigationState, Number, Table, finding_for, next_index
+from agent.state import Finding, InvestigationState, Number, Table, finding_for, findings_of, next_index
 from agent.steps.ceiling import amdahl, bound_spread, ceiling_table, profile_times, quoted, speedup_needed
 from agent.steps.grid import diagnosis_summary, diagnosis_table
 from agent.steps.levers import interpretation_labels
@@ -245,14 +246,20 @@ def round2(state: InvestigationState, session: Session) -> Finding:
     ceiling_tok_s = tok_s * bound_x
     # The ceiling is known to its bound's spread and to the measured tok/s it scales (the split-K
     # interval's half-width): the goal is reachable, or not, only when it lies outside both.
-    uncertainty = (spread or 0.0) + (splitk.numbers["measured_x"].spread or 0.0)
+    # and to how far this run's own bounds and predictions have already been off (its consistency
+    # check's failures): an Amdahl bound the run saw beaten by x% is not trusted to better than x%.
+    model_error = max((abs(c.measured_x / c.claim_x - 1) for c in
+                       consistency.check(findings_of(state), target.model_dump(mode="json")).failures if c.claim_x),
+                      default=0.0)
+    uncertainty = (spread or 0.0) + (splitk.numbers["measured_x"].spread or 0.0) + model_error
+    parts = ("the bound's spread, the measured tok/s's interval"
+             + (f" and this run's model error so far ({100 * model_error:.2g}%)" if model_error else ""))
     if ceiling_tok_s / (1 + uncertainty) >= goal:
         reachable, reach = True, "reachable"
     elif ceiling_tok_s * (1 + uncertainty) < goal:
         reachable, reach = False, "not reachable"
     else:
-        reachable, reach = None, (f"not decided: the goal lies within the ceiling's uncertainty "
-                                  f"({100 * uncertainty:.2g}%: the bound's spread and the measured tok/s's interval)")
+        reachable, reach = None, f"not decided: the goal lies within the ceiling's uncertainty ({100 * uncertainty:.2g}%: {parts})"
     op_name = operation.get("name") if op_part is not None else None
     short = shorten(top.name, 60)  # a headline names it twice
     what = f"{op_name} (the call around {short})" if op_name else short
@@ -341,6 +348,11 @@ def round2(state: InvestigationState, session: Session) -> Finding:
                 + ({True: "(projected), reaching the goal", None: "(projected), at the goal within its uncertainty"}.get(
                     reachable, f"(projected), {fmt_spread(goal / ceiling_tok_s, spread)}x short of the goal"))
                 + f" of {goal:.0f} tok/s (step {fmt_spread(step_ms / bound_x, spread)} ms vs a {fmt(budget_ms, '.3g')} ms budget)")
+    levers = finding_for(state, "levers")
+    stand_in = next((n for n in (levers.data.get("engine_notes") or []) if n.startswith("weights are bf16")), None) if levers else None
+    if stand_in and top.category.startswith("gemm"):
+        # what now dominates is the part of the engine that stands in least faithfully: said where it is read
+        headline += f"; {top.category} kernels read the engine's weights, and {stand_in.split(':')[0]}, so on the deployment this part is smaller"
     if focus is not None:
         d = focus["diagnosis"]
         headline += (f"; the rewrite's {focus['kernel']} gathers {fmt(d['gather_redundancy_factor'], '.3g')}x the unique rows "
@@ -350,7 +362,8 @@ def round2(state: InvestigationState, session: Session) -> Finding:
         artifacts={"trace": trace_path}, evidence=sorted(set(seqs) | set(tok_seqs)),
         labels=labels + (["failed"] if problems else []),
         data={**base_data, "complete": True, "kernel": top.name, "category": top.category, "dominant": dominant,
-              "dominant_kernel": top.to_dict(), "reachable": reachable, "reach": reach, "uncertainty": uncertainty, "bound": "operation" if op_name else "kernel",
+              "dominant_kernel": top.to_dict(), "reachable": reachable, "reach": reach, "uncertainty": uncertainty,
+              "model_error": model_error, "bound": "operation" if op_name else "kernel",
               "operation": ({"name": op_name, "frame": operation.get("frame"), "source": operation.get("source")} if op_name else None),
               "operation_status": operation["status"], "operation_detail": operation,
               "rewrite_kernels": [{"name": k["name"], "calls": k["calls"], "total_us": k["total_us"], "share": k["share"]}

@@ -11,9 +11,12 @@ below it on every unit the kernel is latency-bound.
 
 * ``memory-bound``: DRAM throughput >= HIGH_PCT (and not below the SM's);
 * ``compute-bound``: SM (or a pipe: FMA, tensor) throughput >= HIGH_PCT and above DRAM's;
-* ``L1/latency-bound``: DRAM < HIGH_PCT and SM < HIGH_PCT, L1/TEX the busiest memory unit: the data
-  come from L1 at a rate DRAM is far from limiting (DRAM < ``DRAM_LOW_PCT`` is stated when it holds);
-* ``L2/latency-bound``: the same with L2 the busiest; ``latency-bound``: DRAM the busiest, below HIGH_PCT.
+* ``L1/TEX-bound`` (``L2-bound``): DRAM and SM below HIGH_PCT, L1/TEX (L2) the busiest unit and at or
+  above HIGH_PCT: memory-bound in Nsight's sense, on the cache the data come from (DRAM <
+  ``DRAM_LOW_PCT`` is stated when it holds);
+* ``L1/latency-bound``: every unit below HIGH_PCT, L1/TEX the busiest memory unit: the data come from L1
+  at a rate no unit is limiting; ``L2/latency-bound`` the same with L2 the busiest; ``latency-bound``:
+  DRAM the busiest, below HIGH_PCT.
 
 No data, no verdict: ``summarize(None)`` says "not measured".
 """
@@ -220,9 +223,14 @@ def verdict(throughput: dict[str, float | None], pipes: dict[str, float | None] 
     units = {"L1/TEX": l1 if l1 is not None else -1.0, "L2": l2 if l2 is not None else -1.0, "DRAM": dram}
     busiest = max(units, key=lambda k: units[k])
     low = f"; DRAM at {_pct(dram)}% (< {DRAM_LOW_PCT:g}%): the traffic is served by the caches" if dram < DRAM_LOW_PCT else ""
-    basis = (f"DRAM {_pct(dram)}%, L1/TEX {_pct(l1)}%, L2 {_pct(l2)}%, SM {_pct(sm)}% of peak: "
-             f"no unit at {HIGH_PCT:g}%, {busiest} the busiest{low}")
-    bound = {"L1/TEX": "L1/latency-bound", "L2": "L2/latency-bound", "DRAM": "latency-bound"}[busiest]
+    if units[busiest] >= HIGH_PCT:  # a cache at its peak: memory-bound in Nsight's sense, on that cache
+        basis = (f"{busiest} at {_pct(units[busiest])}% of peak (>= {HIGH_PCT:g}%), the busiest unit; DRAM {_pct(dram)}%, "
+                 f"L1/TEX {_pct(l1)}%, L2 {_pct(l2)}%, SM {_pct(sm)}%{low}")
+        bound = {"L1/TEX": "L1/TEX-bound", "L2": "L2-bound"}[busiest]
+    else:
+        basis = (f"DRAM {_pct(dram)}%, L1/TEX {_pct(l1)}%, L2 {_pct(l2)}%, SM {_pct(sm)}% of peak: "
+                 f"no unit at {HIGH_PCT:g}%, {busiest} the busiest{low}")
+        bound = {"L1/TEX": "L1/latency-bound", "L2": "L2/latency-bound", "DRAM": "latency-bound"}[busiest]
     return {"bound": bound, "basis": basis}
 
 
