@@ -1,4 +1,9 @@
-"""Command line: parse, hand to the runner or a tool's CLI, print the outcome. Exit 0 done, 1 failure, 2 bad input."""
+"""Command line: parse, hand to the runner or a tool's CLI, print the outcome.
+
+Every subcommand exits with the codes of tools/exitcodes.py (0 done, 1 failed, 2 bad input, 3
+awaiting a decision, 130 interrupted) and prints every error as one ``error: ...`` line on stderr.
+With ``--json`` it prints one JSON object on stdout (``json_result``'s keys) instead of the text.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,11 @@ import argparse
 import json
 import os
 import sys
+from contextlib import nullcontext
 from pathlib import Path
+from typing import Any
+
+from tools import exitcodes
 
 DEFAULT_RUNS = Path(os.environ.get("PERF_INVESTIGATOR_RUNS", "runs"))
 
@@ -15,32 +24,99 @@ def _box(args):
     from tools.box import LocalBox
 
     if args.box != "local":
-        raise SystemExit(_fail(f"--box {args.box}: only 'local' is built so far (SSH boxes come later)", 2))
+        raise SystemExit(_fail(f"--box {args.box}: only 'local' is built so far (SSH boxes come later)",
+                               exitcodes.BAD_INPUT, args))
     return LocalBox(python=args.box_python)
 
 
-def _fail(message: str, code: int) -> int:
-    print(f"error: {message}", file=sys.stderr)
+def error_line(message: str) -> None:
+    """The one form every error takes: one line on stderr, prefixed ``error: ``."""
+    text = " ".join(str(message).split()) or "failed"
+    print(f"error: {text}", file=sys.stderr)
+
+
+# Each command's own --json keys, always present (null where they do not apply): README, "Machine-readable output".
+JSON_KEYS = {
+    "investigate": ("run", "report", "findings", "headline", "commits"),
+    "replay": ("run", "report", "findings", "headline", "commits"),
+    "report": ("run", "out", "markdown"),
+    "validate": ("path", "target", "summary"),
+}
+
+
+def json_result(command: str, status: str, message: str, **fields: Any) -> dict[str, Any]:
+    """The ``--json`` object: ``command``, ``status`` (done | failed | diverged | bad-input |
+    awaiting-decision | interrupted), ``exit_code`` and ``message``, then the command's JSON_KEYS."""
+    unknown = set(fields) - set(JSON_KEYS.get(command, ()))
+    if unknown:  # a key the README does not document is a bug, not a feature
+        raise ValueError(f"undocumented --json keys for {command}: {sorted(unknown)}")
+    return {"command": command, "status": status, "exit_code": exitcodes.for_status(status), "message": message,
+            **{key: None for key in JSON_KEYS.get(command, ())}, **fields}
+
+
+def _print_json(obj: dict[str, Any]) -> None:
+    print(json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False))
+
+
+def _fail(message: str, code: int, args=None, **fields: Any) -> int:
+    """An error before any outcome exists: the error line, and with --json the object too."""
+    error_line(message)
+    if args is not None and getattr(args, "json", False):
+        status = {exitcodes.BAD_INPUT: "bad-input", exitcodes.INTERRUPTED: "interrupted"}.get(code, "failed")
+        _print_json(json_result(args.command, status, message, **fields))
     return code
 
 
-def _ask(question: dict) -> str | None:
-    """Prompt on the terminal for the options step's decision."""
-    print("\nOptions:", file=sys.stderr)
+CHOICE_MEANING = {
+    "auto": "take the option the evidence favours",
+    "splitk": "build the split-K rewrite on this box and measure it",
+    "stop": "accept the ceiling and write the report",
+}
+
+
+def valid_choices(question: dict) -> dict[str, str]:
+    """The answers the options step would take, each with what it does (the others are refused)."""
+    from agent.steps.options import resolve_choice
+
+    valid = {}
+    for choice in question["choices"]:
+        taken, _ = resolve_choice(choice, question["options"], question["auto"])
+        if taken is not None:
+            meaning = CHOICE_MEANING.get(choice, choice)
+            valid[choice] = f"{meaning} (chooses {taken})" if choice == "auto" else meaning
+    return valid
+
+
+def decision_prompt(question: dict) -> str:
+    """The text shown before asking: every option, then the answers that are valid here."""
+    lines = ["", "Options:"]
     for option in question["options"]:
         offered = "offered" if option["offered"] else "not offered"
-        bound = option["upper_x"]
-        print(f"  {option['name']:<16} {offered:<12} bound {bound:.3g}x  try here: "
-              f"{'yes' if option['can_try_here'] else 'no'}  ({option['why']})", file=sys.stderr)
-    choices = "/".join(question["choices"])
-    while True:
-        try:
-            answer = input(f"decide [{choices}] (auto -> {question['auto']}): ").strip()
-        except EOFError:
-            return None
-        if answer in question["choices"]:
-            return answer
-        print(f"  please answer one of {choices}", file=sys.stderr)
+        lines.append(f"  {option['name']:<16} {offered:<12} bound {option['upper_x']:.3g}x  try here: "
+                     f"{'yes' if option['can_try_here'] else 'no'}  ({option['why']})")
+    lines.append("Answer one of:")
+    lines += [f"  {choice:<7} {meaning}" for choice, meaning in valid_choices(question).items()]
+    return "\n".join(lines)
+
+
+def make_ask(progress, read=input, stream=None):
+    """A prompt for the options step's decision that pauses the live progress line while it asks
+    (the line redraws four times a second and would erase what is typed); None at end of input."""
+    def ask(question: dict) -> str | None:
+        out = stream or sys.stderr
+        valid = valid_choices(question)
+        pause = getattr(progress, "paused", None)
+        with pause() if pause else nullcontext():
+            print(decision_prompt(question), file=out, flush=True)
+            while True:
+                try:
+                    answer = read(f"decide [{'/'.join(valid)}]: ").strip()
+                except EOFError:
+                    return None
+                if answer in valid:
+                    return answer
+                print(f"  {answer!r} is not one of: {', '.join(valid)}", file=out, flush=True)
+    return ask
 
 
 def cmd_investigate(args) -> int:
@@ -48,36 +124,52 @@ def cmd_investigate(args) -> int:
     from agent.progress import make_progress
 
     if args.engine not in (None, "reference"):
-        return _fail(f"--engine {args.engine}: only the embedded reference engine is built so far", 2)
+        return _fail(f"--engine {args.engine}: only the embedded reference engine is built so far", exitcodes.BAD_INPUT, args)
     if not args.resume and not args.target:
-        return _fail("investigate needs a TARGET (or --resume RUN)", 2)
+        return _fail("investigate needs a TARGET (or --resume RUN)", exitcodes.BAD_INPUT, args)
     box = _box(args)
-    ask = _ask if sys.stdin.isatty() and not args.decide else None
     progress = make_progress()
+    ask = make_ask(progress) if sys.stdin.isatty() and not args.decide else None
     if args.resume:
-        outcome = runner.resume(Path(args.resume), box, args.decide, ask, progress)
+        # RUN is a run's directory or its id under --runs-dir; a TARGET given too must be the run's own
+        outcome = runner.resume(args.resume, box, args.decide, ask, progress, runs_dir=Path(args.runs_dir),
+                                target_ref=args.target)
     else:
         outcome = runner.investigate(args.target, Path(args.runs_dir), box, args.decide, ask, progress,
                                      run_id=args.run_id, argv=sys.argv[1:], budget=args.budget)
     getattr(progress, "close", lambda: None)()
-    return _report(outcome)
+    return _report(outcome, args)
 
 
-def _report(outcome) -> int:
-    if outcome.exit_code == 0:
-        print(outcome.message)
-        if outcome.details.get("headline"):
-            print(outcome.details["headline"])
+def _report(outcome, args) -> int:
+    """Print a run's outcome (text, or the --json object) and return its exit code. A finished run
+    and one awaiting a decision print on stdout; every other outcome is an error line."""
+    code = exitcodes.for_status(outcome.status)
+    if outcome.status in ("done", "awaiting-decision"):
+        if not getattr(args, "json", False):
+            print(outcome.message)
+            if outcome.details.get("headline"):
+                print(outcome.details["headline"])
     else:
-        print(f"error: {outcome.message}", file=sys.stderr)
-    return outcome.exit_code
+        error_line(outcome.message)
+    if getattr(args, "json", False):
+        from agent.rundir import REPORT
+
+        run_dir = outcome.run_dir
+        report = run_dir / REPORT if run_dir is not None and outcome.status == "done" else None
+        _print_json(json_result(
+            args.command, outcome.status, outcome.message, run=str(run_dir) if run_dir else None,
+            report=str(report) if report is not None and report.is_file() else None,
+            findings=outcome.details.get("findings"), headline=outcome.details.get("headline"),
+            commits=outcome.details.get("commits")))
+    return code
 
 
 def cmd_replay(args) -> int:
     from agent import runner
     from agent.progress import make_progress
 
-    return _report(runner.replay(Path(args.run), Path(args.out) if args.out else None, make_progress()))
+    return _report(runner.replay(Path(args.run), Path(args.out) if args.out else None, make_progress()), args)
 
 
 def cmd_report(args) -> int:
@@ -88,13 +180,18 @@ def cmd_report(args) -> int:
     try:
         text = runner.render(Path(args.run))
     except (RunDirError, CorruptLog, StopIteration) as exc:
-        return _fail(str(exc) or f"{args.run}: not a finished run", 2)
+        return _fail(str(exc) or f"{args.run}: not a finished run", exitcodes.BAD_INPUT, args, run=args.run,
+                     out=args.out, markdown=None)
     if args.out:
         Path(args.out).write_text(text)
+    if args.json:
+        _print_json(json_result("report", "done", args.out or "rendered", run=args.run, out=args.out,
+                                markdown=None if args.out else text))
+    elif args.out:
         print(args.out)
     else:
         sys.stdout.write(text)
-    return 0
+    return exitcodes.DONE
 
 
 def cmd_runs(args) -> int:
@@ -103,14 +200,15 @@ def cmd_runs(args) -> int:
     rows = runner.list_runs(Path(args.runs_dir))
     if args.json:
         print(json.dumps(rows, indent=2))
-        return 0
+        return exitcodes.DONE
     if not rows:
         print(f"no runs under {args.runs_dir}")
-        return 0
+        return exitcodes.DONE
     print(f"{'status':<18} {'findings':>8}  {'started':<27} run")
     for row in rows:
-        print(f"{row['status']:<18} {row.get('findings', '-'):>8}  {row.get('started', '-'):<27} {row['path']}")
-    return 0
+        print(f"{row['status']:<18} {row.get('findings', '-'):>8}  {row.get('started', '-'):<27} {row['path']}"
+              + (f"  (replay of {row['replay_of']})" if row.get("replay_of") else ""))
+    return exitcodes.DONE
 
 
 def cmd_validate(args) -> int:
@@ -119,13 +217,22 @@ def cmd_validate(args) -> int:
     try:
         target, path = load_target(args.target)
     except TargetError as exc:
-        return _fail(str(exc), 2)
+        return _fail(str(exc), exitcodes.BAD_INPUT, args, path=None, target=None)
     d = target.deployment
+    if args.json:
+        from agent.redact import redact_target
+
+        _print_json(json_result(
+            "validate", "done", f"{path}: valid", path=str(path),
+            target=redact_target(target).model_dump(mode="json"),
+            summary={"step_budget_ms": target.goal.step_budget_ms, "heads_per_rank": d.heads_per_rank(target.model.heads),
+                     "kernel_heads": d.kernel_heads(target.model.heads), "levers": len(target.levers)}))
+        return exitcodes.DONE
     print(f"{path}: valid. goal {target.goal.output_tok_s:g} tok/s at concurrency {target.goal.concurrency} "
           f"(step budget {target.goal.step_budget_ms:.3g} ms); {target.model.name}: {target.model.layers} layers, "
           f"{target.model.heads} heads ({d.heads_per_rank(target.model.heads)} per rank at TP{d.tp}, kernel launched with "
           f"{d.kernel_heads(target.model.heads)}); {d.gpus}x {d.gpu} sm_{d.sm}, {d.sm_count} SMs; {len(target.levers)} levers")
-    return 0
+    return exitcodes.DONE
 
 
 TOOL_COMMANDS = {
@@ -141,18 +248,32 @@ def _run_tool_command(name: str, argv: list[str]) -> int:
 
     module_name, help_text = TOOL_COMMANDS[name]
     module = importlib.import_module(module_name)
-    parser = argparse.ArgumentParser(prog=f"python -m agent {name}", description=help_text)
+    parser = Parser(prog=f"python -m agent {name}", description=help_text)
     module.add_arguments(parser)
     return module.run(parser.parse_args(argv))
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is the one-line ``error: ...`` every error is, with the bad-input code."""
+
+    def error(self, message: str):
+        error_line(f"{self.prog}: {message} (see {self.prog} --help)")
+        raise SystemExit(exitcodes.BAD_INPUT)
+
+
+def _json_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout (keys: README, "
+                                                           "'Machine-readable output')")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m agent", description="Investigate why an LLM deployment is far from its throughput goal.")
+    parser = Parser(prog="python -m agent", description="Investigate why an LLM deployment is far from its throughput goal.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("investigate", help="run an investigation (or resume one)")
     p.add_argument("target", nargs="?", help="target name (agent/targets/NAME.yaml) or path to a target YAML")
-    p.add_argument("--resume", metavar="RUN", help="continue an interrupted run from its checkpoint")
+    p.add_argument("--resume", metavar="RUN", help="continue an interrupted run from its checkpoint: its directory, "
+                   "or its id under --runs-dir (a TARGET given too must be the run's)")
     p.add_argument("--decide", choices=["auto", "splitk", "stop"], help="answer the options step without a prompt")
     p.add_argument("--runs-dir", default=str(DEFAULT_RUNS), help="where runs are written (default: %(default)s)")
     p.add_argument("--run-id", help="name of the run directory (default: TARGET-UTCSTAMP-RANDOM)")
@@ -162,16 +283,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", choices=["quick", "normal"], default=None,
                    help="quick halves the lever sweep's rounds (wider intervals) for a shorter run; recorded in the "
                         "run's target (default: the target's, normally 'normal')")
+    _json_flag(p)
     p.set_defaults(func=cmd_investigate)
 
     p = sub.add_parser("replay", help="re-run a finished run with every tool result served from its log")
     p.add_argument("run")
     p.add_argument("--out", help="directory for the replay (default: RUN-replay-N beside it)")
+    _json_flag(p)
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("report", help="render a run's PROFILE_FINDINGS.md from its findings")
     p.add_argument("run")
     p.add_argument("--out", help="write here instead of stdout")
+    _json_flag(p)
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("runs", help="list runs with their status")
@@ -181,6 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("validate", help="check a target without running it")
     p.add_argument("target")
+    _json_flag(p)
     p.set_defaults(func=cmd_validate)
 
     for name, (_, help_text) in TOOL_COMMANDS.items():
@@ -190,8 +315,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one subcommand; its exit code (tools/exitcodes.py). Ctrl-C anywhere is INTERRUPTED; an
+    unexpected exception is one error line and FAILED (the traceback with PERF_INVESTIGATOR_DEBUG=1)."""
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] in TOOL_COMMANDS:
-        return _run_tool_command(argv[0], argv[1:])
-    args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        if argv and argv[0] in TOOL_COMMANDS:
+            return _run_tool_command(argv[0], argv[1:])
+        args = build_parser().parse_args(argv)
+        return args.func(args)
+    except KeyboardInterrupt:
+        error_line("interrupted")
+        return exitcodes.INTERRUPTED
+    except Exception as exc:  # a bug: say so in the one error form; the traceback is for whoever debugs it
+        if os.environ.get("PERF_INVESTIGATOR_DEBUG"):
+            import traceback
+
+            traceback.print_exc()
+        error_line(f"{type(exc).__name__}: {exc}")
+        return exitcodes.FAILED

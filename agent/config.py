@@ -1,7 +1,9 @@
 """Targets: the deployment under investigation, its goal, the engine settings and the routing thresholds.
 
 A target is a YAML file (``agent/targets/NAME.yaml`` or any path), validated when loaded; every
-problem becomes one line naming the file, the key and what was expected.
+problem becomes one line naming the file, the key and what was expected. Plain YAML only: at most
+MAX_TARGET_BYTES, no tags that construct objects (safe_load), at most MAX_TARGET_NODES values with
+aliases expanded, numbers finite and within what a run can do (a goal of 10**12 requests is a typo).
 """
 
 from __future__ import annotations
@@ -10,26 +12,45 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 TARGETS_DIR = Path(__file__).parent / "targets"
+MAX_TARGET_BYTES = 1 << 20  # the shipped targets are ~6 KB
 
 
 class TargetError(ValueError):
     """A target that cannot be used; the message is one line, fit for the user."""
 
 
+def _numeric(annotation: Any) -> bool:
+    """Whether a field holds a number (int, float, or one of them or None)."""
+    if annotation in (int, float):
+        return True
+    args = getattr(annotation, "__args__", ())
+    return bool(args) and all(a in (int, float, type(None)) for a in args) and any(a in (int, float) for a in args)
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        # pydantic reads `heads: yes` as 1: a boolean where a number belongs is a typo, not a number
+        if isinstance(value, bool) and _numeric(cls.model_fields[info.field_name].annotation):
+            raise ValueError(f"expected a number, got {str(value).lower()}")
+        return value
 
 
-PositiveInt = Annotated[int, Field(gt=0)]
+# Bounds: far above any real deployment, low enough that a typo fails here, not an hour into a run.
+PositiveInt = Annotated[int, Field(gt=0, le=1 << 24)]
+Dim = Annotated[int, Field(gt=0, le=1 << 20)]  # model widths, ranks, heads, experts
 Share = Annotated[float, Field(gt=0, lt=1)]
 
 
 class Goal(_Strict):
-    output_tok_s: Annotated[float, Field(gt=0)] = Field(description="output tokens per second, all requests")
-    concurrency: PositiveInt = Field(description="concurrent requests the goal is stated at")
+    output_tok_s: Annotated[float, Field(gt=0, le=1e12)] = Field(description="output tokens per second, all requests")
+    concurrency: Annotated[int, Field(gt=0, le=1 << 20)] = Field(description="concurrent requests the goal is stated at")
 
     @property
     def step_budget_ms(self) -> float:
@@ -39,24 +60,24 @@ class Goal(_Strict):
 
 class Model(_Strict):
     name: str
-    hidden: PositiveInt
-    heads: PositiveInt
-    nope_dim: PositiveInt
-    rope_dim: PositiveInt
-    q_lora_rank: PositiveInt
-    o_lora_rank: PositiveInt
-    o_groups: PositiveInt = 8
-    index_topk: PositiveInt
-    index_heads: PositiveInt
-    index_head_dim: PositiveInt
-    experts: PositiveInt
-    experts_per_token: PositiveInt
-    moe_intermediate: PositiveInt
-    shared_experts: Annotated[int, Field(ge=0)] = 1
-    layers: PositiveInt
+    hidden: Dim
+    heads: Dim
+    nope_dim: Dim
+    rope_dim: Dim
+    q_lora_rank: Dim
+    o_lora_rank: Dim
+    o_groups: Dim = 8
+    index_topk: Dim
+    index_heads: Dim
+    index_head_dim: Dim
+    experts: Dim
+    experts_per_token: Dim
+    moe_intermediate: Dim
+    shared_experts: Annotated[int, Field(ge=0, le=1 << 20)] = 1
+    layers: Annotated[int, Field(gt=0, le=10_000)]
     sliding_window: PositiveInt
-    compress_ratios: list[Annotated[int, Field(ge=0)]]
-    page_size: PositiveInt
+    compress_ratios: list[Annotated[int, Field(ge=0, le=1 << 20)]]
+    page_size: Dim
 
     @model_validator(mode="after")
     def _ratios_per_layer(self) -> "Model":
@@ -67,11 +88,11 @@ class Model(_Strict):
 
 class Deployment(_Strict):
     gpu: str
-    gpus: PositiveInt
+    gpus: Dim
     sm: Annotated[int, Field(ge=50, le=200)] = Field(description="compute capability x10, e.g. 120 for sm_120")
-    sm_count: PositiveInt
-    tp: PositiveInt
-    pad_heads_to: PositiveInt | None = Field(
+    sm_count: Annotated[int, Field(gt=0, le=100_000)]
+    tp: Dim
+    pad_heads_to: Dim | None = Field(
         default=None, description="heads per rank the attention kernel is launched with (the engine pads)"
     )
     source: str = Field(default="", description="where the padding rule and the shapes come from")
@@ -90,14 +111,15 @@ class ReferenceShapes(_Strict):
     """How the embedded reference engine is run on one kind of device: how much of the model, how
     many steps a run."""
 
-    layers: PositiveInt = 2
-    batch: PositiveInt | None = Field(default=None, description="decode batch measured; default: the goal's concurrency")
-    experts: PositiveInt | None = None
+    layers: Annotated[int, Field(gt=0, le=10_000)] = 2
+    batch: Annotated[int, Field(gt=0, le=1 << 20)] | None = Field(
+        default=None, description="decode batch measured; default: the goal's concurrency")
+    experts: Dim | None = None
     context_len: PositiveInt = 4096
-    steps: PositiveInt = 10
-    warmup: Annotated[int, Field(ge=0)] = 3
-    tp: PositiveInt | None = Field(default=None, description="ranks to split heads over; default: the deployment's")
-    pad_heads_to: PositiveInt | None = None
+    steps: Annotated[int, Field(gt=0, le=100_000)] = 10
+    warmup: Annotated[int, Field(ge=0, le=100_000)] = 3
+    tp: Dim | None = Field(default=None, description="ranks to split heads over; default: the deployment's")
+    pad_heads_to: Dim | None = None
     overrides: dict[str, Any] = Field(default_factory=dict, description="model fields replaced for this device")
 
 
@@ -129,7 +151,7 @@ class Engine(_Strict):
     )
     gpu: ReferenceShapes = Field(default_factory=ReferenceShapes)
     cpu: ReferenceShapes = Field(default_factory=ReferenceShapes)
-    timeout_s: PositiveInt = 1200
+    timeout_s: Annotated[int, Field(gt=0, le=7 * 86_400)] = 1200
 
 
 class Lever(_Strict):
@@ -162,11 +184,11 @@ class Noise(_Strict):
     change and its point effect passes ``min_effect``; its outputs must match the baseline's within
     ``output_rtol``."""
 
-    rounds: Annotated[int, Field(ge=2)] = Field(
+    rounds: Annotated[int, Field(ge=2, le=1000)] = Field(
         default=5, description="rounds on a GPU box (baseline and each lever once a round, interleaved)")
-    rounds_cpu: Annotated[int, Field(ge=2)] = Field(
+    rounds_cpu: Annotated[int, Field(ge=2, le=1000)] = Field(
         default=9, description="rounds on a CPU box, whose interpreted runs vary more")
-    warmup_runs: Annotated[int, Field(ge=0)] = Field(default=1, description="baseline runs first, discarded (cold caches, compiles)")
+    warmup_runs: Annotated[int, Field(ge=0, le=1000)] = Field(default=1, description="baseline runs first, discarded (cold caches, compiles)")
     confidence: Annotated[float, Field(gt=0.5, lt=1)] = Field(default=0.95, description="confidence of the ratio intervals")
     min_effect: Annotated[float, Field(ge=0, lt=1)] = Field(
         default=0.03, description="smallest relative throughput change that counts as a move (symmetric in log), "
@@ -176,7 +198,7 @@ class Noise(_Strict):
     output_rtol: Annotated[float, Field(gt=0, lt=1)] = Field(
         default=0.02, description="largest norm-relative difference of a lever's output sketch from the baseline's")
 
-    rewrite_rounds: Annotated[int, Field(ge=2)] = Field(
+    rewrite_rounds: Annotated[int, Field(ge=2, le=1000)] = Field(
         default=3, description="rounds alternating the profiled setting and a built rewrite (its effect is "
                                "large, so few rounds give it a useful interval)")
 
@@ -224,12 +246,13 @@ class Thresholds(_Strict):
 
 
 class Profile(_Strict):
-    steps: PositiveInt = 5
-    batch: PositiveInt | None = Field(default=None, description="default: the batch the levers were measured at")
+    steps: Annotated[int, Field(gt=0, le=10_000)] = 5
+    batch: Annotated[int, Field(gt=0, le=1 << 20)] | None = Field(default=None, description="default: the batch the levers were measured at")
 
 
 class Target(_Strict):
-    name: str
+    # the name starts run ids, which are directory names: no separators, no "..", nothing a shell reads
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")]
     description: str = ""
     goal: Goal
     model: Model
@@ -288,16 +311,56 @@ def parse_target(data: Any, source: str) -> Target:
         raise TargetError(f"{source}: {exc}") from None
 
 
+MAX_TARGET_NODES = 100_000  # values once aliases are expanded; the shipped targets have ~500
+
+
+def _too_big(data: Any, limit: int = MAX_TARGET_NODES) -> bool:
+    """Whether ``data`` has more than ``limit`` values counting each alias's copy: ``*name`` repeats a
+    node by reference, and a few nested ones expand, once the target is journaled, to billions."""
+    count, stack = 0, [data]
+    while stack:
+        item = stack.pop()
+        count += 1
+        if count > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple, set)):
+            stack.extend(item)
+    return False
+
+
+def _read(path: Path) -> str:
+    try:
+        size = path.stat().st_size
+        if size > MAX_TARGET_BYTES:
+            raise TargetError(f"{path}: {size:,} bytes; a target is at most {MAX_TARGET_BYTES:,} bytes")
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_TARGET_BYTES + 1)  # the file may grow between stat and read
+    except OSError as exc:
+        raise TargetError(f"{path}: cannot read: {exc.strerror}") from None
+    if len(data) > MAX_TARGET_BYTES:
+        raise TargetError(f"{path}: more than {MAX_TARGET_BYTES:,} bytes; a target is at most that")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TargetError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+
+
 def load_target(name_or_path: str) -> tuple[Target, Path]:
     """Load and validate a target; raises TargetError with a one-line message."""
     path = resolve_target_path(name_or_path)
+    text = _read(path)
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise TargetError(f"{path}:{where} malformed YAML: {problem}") from None
-    except OSError as exc:
-        raise TargetError(f"{path}: cannot read: {exc.strerror}") from None
+        raise TargetError(f"{path}:{where} malformed YAML: {' '.join(str(problem).split())}") from None
+    except RecursionError:
+        raise TargetError(f"{path}: malformed YAML: nested too deeply") from None
+    if _too_big(data):
+        raise TargetError(f"{path}: more than {MAX_TARGET_NODES:,} values once its aliases are expanded")
     return parse_target(data, str(path)), path

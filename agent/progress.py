@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
+from contextlib import contextmanager
+from typing import Iterator, TextIO
 
 from rich.console import Console
 from rich.live import Live
@@ -35,6 +36,11 @@ class PlainProgress:
 
     def note(self, text):
         self._line(text)
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """While the run asks the user something: plain lines never redraw, nothing to stop."""
+        yield
 
     def close(self):
         pass
@@ -84,6 +90,17 @@ class LiveProgress(PlainProgress):
         self.status.tool, self.status.tool_started = "", None
         if not ok:
             super().tool_finished(step, tool, ok, duration_s, error)
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Stop redrawing while the user types (a redraw erases the line being typed); the live
+        line comes back afterwards."""
+        self.live.stop()
+        try:
+            yield
+        finally:
+            self.live = Live(self.status, console=self.console, refresh_per_second=4, transient=True)
+            self.live.start()
 
     def close(self):
         self.live.stop()

@@ -16,7 +16,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agent import exitcodes, runner
+from agent import runner
+from tools import exitcodes
 from agent.config import TargetError, parse_target
 from agent.rundir import RunDir, RunDirError
 from agent.runlog import FORMAT, LOG_NAME, CorruptLog, RunLog, read_events, utc_now

@@ -5,8 +5,14 @@ Layout: ``log.jsonl`` (the journal), ``artifacts/<sha256[:16]>/<name>``, ``findi
 
 Commits are a pure function of the findings: commit N holds the finding files 1..N, the artifacts
 the log referenced up to finding N's event, and the log's lines up to that event; its author is
-fixed and its date is that event's time. So a replay reproduces the commit ids, and syncing after a
-crash rewrites nothing that is already right and never adds a commit twice.
+fixed and its date is that event's time. (From journal format 2 on, the last commit of an ended run
+holds the journal through its run_end instead: see agent.runner.commit_specs.) So a replay
+reproduces the commit ids, and syncing after a crash rewrites nothing that is already right and
+never adds a commit twice.
+
+Trees are written straight into the object store, never through an index file; the one index git
+keeps (.git/index) is rewritten by git itself (read-tree) when the branch moves, so ``git status``
+and ``git fsck`` hold in every run.
 """
 
 from __future__ import annotations
@@ -15,18 +21,18 @@ import errno
 import hashlib
 import io
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 import git
-from git.index import IndexFile
-from git.index.typ import BaseIndexEntry
 from git.objects import Commit
+from git.objects.fun import tree_to_stream
 from gitdb import IStream
 
-from agent.runlog import LOG_NAME, prefix_bytes
+from agent.runlog import LOG_NAME, fault_point, prefix_bytes
 
 AUTHOR = git.Actor("perf-investigator", "perf-investigator@localhost")
 BRANCH = "main"
@@ -63,6 +69,43 @@ def artifact_relpath(sha256: str, name: str) -> str:
     return f"artifacts/{sha256[:16]}/{Path(name).name}"
 
 
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+
+
+def check_run_id(run_id: str) -> None:
+    """A run id names one directory right under the runs directory: no separators, no ``..``, not
+    absolute, not hidden. Raises RunDirError (one line) otherwise."""
+    if not _RUN_ID.fullmatch(run_id) or ".." in run_id:
+        raise RunDirError(f"run id {run_id!r} is not a plain name (letters, digits, '.', '_', '-'; no '..', "
+                          "no path separators, at most 200 characters)")
+
+
+def inside(root: Path, path: Path) -> bool:
+    """Whether ``path``, symlinks resolved, lies within ``root`` (resolved)."""
+    try:
+        path.resolve().relative_to(root.resolve())
+    except ValueError:
+        return False
+    return True
+
+
+def resolve_run(ref: str | Path, runs_dir: Path | None = None) -> Path:
+    """The run directory a user named: a path to one, or a run id under ``runs_dir``.
+
+    A path that exists wins; otherwise ``ref`` must be a plain run id and ``runs_dir/ref`` a run.
+    Raises RunDirError (one line) naming where it looked."""
+    path = Path(ref)
+    if path.is_dir():
+        return path
+    name = str(ref)
+    if runs_dir is not None and _RUN_ID.fullmatch(name) and ".." not in name:
+        candidate = runs_dir / name
+        if candidate.is_dir():
+            return candidate
+        raise RunDirError(f"no run {name!r}: neither a directory here nor a run under {runs_dir}")
+    raise RunDirError(f"no run {name!r}: not a directory" + (f" (and not a run id under {runs_dir})" if runs_dir else ""))
+
+
 def check_runs_dir(runs_dir: Path) -> None:
     """Fail early, in one line, when runs cannot be written there."""
     try:
@@ -84,12 +127,15 @@ class RunDir:
 
     @classmethod
     def create(cls, runs_dir: Path, run_id: str) -> "RunDir":
+        check_run_id(run_id)
         check_runs_dir(runs_dir)
         root = runs_dir / run_id
         try:
             root.mkdir()
         except FileExistsError:
             raise RunDirError(f"run {root} already exists") from None
+        if not inside(runs_dir, root):  # raced in through a symlink: nothing is written there
+            raise RunDirError(f"run {root} would lie outside {runs_dir}")
         git.Repo.init(root, initial_branch=BRANCH)
         with open(root / ".git" / "info" / "exclude", "a") as handle:
             handle.write("\n".join(_UNCOMMITTED) + "\n")
@@ -137,14 +183,22 @@ class RunDir:
 
     # -- artifacts ---------------------------------------------------------------------------
 
+    def _dest(self, rel: str) -> Path:
+        """Where ``rel`` is written, its folder made; refused when a symlink would lead it out of the run."""
+        dest = self.root / rel
+        # checked before the folders are made, so that not even an empty folder lands outside
+        if not inside(self.root, dest.parent) or (dest.is_symlink() and not inside(self.root, dest)):
+            raise RunDirError(f"{rel} would be written outside run {self.root} (through a symlink)")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        return dest
+
     def store_artifact(self, source: Path, name: str | None = None) -> dict:
         """Copy a file into the content-addressed store; returns its reference for the log."""
         name = Path(name or source.name).name
         digest = sha256_file(source)
         rel = artifact_relpath(digest, name)
-        dest = self.root / rel
+        dest = self._dest(rel)
         if not dest.exists():
-            dest.parent.mkdir(parents=True, exist_ok=True)
             tmp = dest.with_name(dest.name + ".tmp")
             shutil.copyfile(source, tmp)
             os.replace(tmp, dest)
@@ -153,9 +207,8 @@ class RunDir:
     def store_bytes(self, data: bytes, name: str) -> dict:
         digest = hashlib.sha256(data).hexdigest()
         rel = artifact_relpath(digest, name)
-        dest = self.root / rel
+        dest = self._dest(rel)
         if not dest.exists():
-            dest.parent.mkdir(parents=True, exist_ok=True)
             tmp = dest.with_name(dest.name + ".tmp")
             tmp.write_bytes(data)
             os.replace(tmp, dest)
@@ -167,8 +220,7 @@ class RunDir:
     # -- files and commits -----------------------------------------------------------------
 
     def write_file(self, rel: str, data: bytes) -> None:
-        dest = self.root / rel
-        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest = self._dest(rel)
         tmp = dest.with_name(dest.name + ".tmp")
         tmp.write_bytes(data)
         os.replace(tmp, dest)
@@ -176,11 +228,31 @@ class RunDir:
     def _blob(self, data: bytes) -> bytes:
         return self.repo.odb.store(IStream("blob", len(data), io.BytesIO(data))).binsha
 
-    def _tree(self, files: dict[str, bytes]):
-        index = IndexFile(self.repo, os.path.join(self.repo.git_dir, "perf-investigator.index"))
-        entries = [BaseIndexEntry((0o100644, self._blob(data), 0, path)) for path, data in sorted(files.items())]
-        index.add(entries, write=False)
-        return index.write_tree()
+    def _tree(self, files: dict[str, bytes]) -> bytes:
+        """The tree object holding ``files`` (path -> bytes, all mode 100644), written to the object
+        store directly; returns its binary sha."""
+        nested: dict = {}
+        for path, data in files.items():
+            *folders, name = path.split("/")
+            node = nested
+            for folder in folders:
+                node = node.setdefault(folder, {})
+            node[name] = data
+        return self._write_tree(nested)
+
+    def _write_tree(self, node: dict) -> bytes:
+        entries = []
+        for name, value in node.items():
+            if isinstance(value, dict):
+                entries.append((self._write_tree(value), 0o040000, name))
+            else:
+                entries.append((self._blob(value), 0o100644, name))
+        # git orders a tree's entries by name, a folder's name read as if it ended in "/"
+        entries.sort(key=lambda e: e[2].encode() + (b"/" if e[1] == 0o040000 else b""))
+        stream = io.BytesIO()
+        tree_to_stream(entries, stream.write)
+        data = stream.getvalue()
+        return self.repo.odb.store(IStream("tree", len(data), io.BytesIO(data))).binsha
 
     def history(self) -> list[str]:
         """Commit ids on the branch, oldest first."""
@@ -191,6 +263,15 @@ class RunDir:
         except (IndexError, ValueError):
             return []
         return [c.hexsha for c in reversed(list(self.repo.iter_commits(head)))]
+
+    def committed(self, rel: str) -> bytes | None:
+        """The file ``rel`` as the branch's last commit holds it (None: no commit, or no such file)."""
+        if self.repo is None:
+            return bundle_file(self.root / BUNDLE, rel)
+        try:
+            return (self.repo.heads[BRANCH].commit.tree / rel).data_stream.read()
+        except (IndexError, ValueError, KeyError):
+            return None
 
     def sync_commits(self, specs: list[CommitSpec], log_source: Path | None = None) -> list[str]:
         """Make the branch hold exactly one commit per spec, in order; returns their ids.
@@ -207,7 +288,7 @@ class RunDir:
         for position, spec in enumerate(specs):
             files.update(spec.files)
             files[LOG_NAME] = prefix_bytes(log_source, spec.log_through_seq)
-            tree = self._tree(files)
+            tree = git.Tree(self.repo, self._tree(files))
             when = datetime.fromisoformat(spec.when).replace(microsecond=0)
             commit = Commit.create_from_tree(
                 self.repo, tree, spec.message, parent_commits=[parent] if parent else [], head=False,
@@ -215,10 +296,15 @@ class RunDir:
             )
             ids.append(commit.hexsha)
             parent = commit
+        fault_point(f"branch:{len(ids)}")  # the objects are written, the branch not yet moved
         if ids and ids != existing:
             self.repo.create_head(BRANCH, ids[-1], force=True)
-            index = IndexFile.from_tree(self.repo, ids[-1])
-            index.write()
+        if ids and (ids != existing or not (Path(self.repo.git_dir) / "index").is_file()):
+            # git writes its own index (to a lock file, then renamed): never a torn or empty one
+            self.repo.git.read_tree(ids[-1])
+        elif not ids and existing:  # a resume went back before the first finding
+            self.repo.git.update_ref("-d", f"refs/heads/{BRANCH}")
+            (Path(self.repo.git_dir) / "index").unlink(missing_ok=True)  # an unborn branch has none
         return ids
 
 
@@ -230,6 +316,19 @@ def bundle_history(bundle: Path) -> list[str]:
         repo = git.Repo.init(scratch)
         repo.git.fetch(str(bundle.resolve()), f"+refs/heads/{BRANCH}:refs/heads/{BRANCH}")
         return repo.git.rev_list("--reverse", BRANCH).split()
+
+
+def bundle_file(bundle: Path, rel: str) -> bytes | None:
+    """The file ``rel`` in the last commit of a bundle's main branch (None where it has none)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as scratch:
+        repo = git.Repo.init(scratch)
+        repo.git.fetch(str(bundle.resolve()), f"+refs/heads/{BRANCH}:refs/heads/{BRANCH}")
+        try:
+            return (repo.heads[BRANCH].commit.tree / rel).data_stream.read()
+        except KeyError:
+            return None
 
 
 def export_run(run: RunDir, dest: Path) -> None:

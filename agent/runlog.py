@@ -3,21 +3,53 @@
 Every event carries ``seq`` (its 1-based line number), ``ts`` (UTC, ISO 8601), ``attempt`` (1 for
 the first invocation, +1 for each resume) and ``kind``. A line torn by a crash mid-write is cut
 off when the log is reopened, and the cut is itself logged.
+
+The first event, ``run_start``, carries ``format``: the journal format its investigator wrote
+(FORMAT). A journal without one is format 1 (written before formats were recorded). A format this
+investigator does not know is refused in one line naming both, before anything is replayed.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from agent import redact
+
 LOG_NAME = "log.jsonl"
+# 1: no ``format`` in run_start; every commit's log ends at its finding's line.
+# 2: ``format`` in run_start; an ended run's last commit holds the journal through its run_end.
+FORMAT = 2
+FORMATS = (1, 2)
 
 
 class CorruptLog(RuntimeError):
     """A line before the last is not JSON: the log was edited or the disk lied; nothing is guessed."""
+
+
+class UnknownFormat(CorruptLog):
+    """The journal was written in a format this investigator does not read."""
+
+
+class JournalWriteError(RuntimeError):
+    """An event could not be appended (disk full, I/O error); the journal still ends at its last whole line."""
+
+
+def journal_format(events: list[dict[str, Any]], where: Path | str = LOG_NAME) -> int:
+    """The format the journal was written in (1 when its run_start records none); UnknownFormat if
+    this investigator cannot read it."""
+    start = next((e for e in events if e.get("kind") == "run_start"), None)
+    if start is None:
+        raise CorruptLog(f"{where}: no run_start event")
+    found = start.get("format", 1)
+    if found not in FORMATS:
+        raise UnknownFormat(f"{where}: journal format {found!r}, but this investigator reads formats "
+                            f"{FORMATS[0]}-{FORMATS[-1]} (its own is {FORMAT}); use the investigator that wrote it")
+    return found
 
 
 def utc_now() -> str:
@@ -93,14 +125,38 @@ class RunLog:
         return self._next_seq
 
     def append(self, kind: str, **fields: Any) -> dict[str, Any]:
+        """Append one event, fsynced. If it cannot be written whole (disk full), what was written of
+        it is cut off again and JournalWriteError raised: the log ends at its last whole line."""
         event = {"seq": self._next_seq, "ts": self._clock(), "attempt": self.attempt, "kind": kind, **fields}
+        event = redact.scrub_event(event)  # no secret reaches the journal (agent/redact.py)
         line = (encode(event) + "\n").encode()
-        with open(self.path, "ab") as handle:
-            handle.write(line)
-            handle.flush()
-            os.fsync(handle.fileno())
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        try:
+            size = os.fstat(fd).st_size
+            try:
+                view = memoryview(line)
+                while view:  # unbuffered: nothing is left to be retried at close
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            except OSError as exc:
+                os.ftruncate(fd, size)  # cutting back needs no space
+                os.fsync(fd)
+                raise JournalWriteError(f"cannot append line {event['seq']} ({kind}) to {self.path}: "
+                                        f"{exc.strerror or exc}") from None
+        finally:
+            os.close(fd)
         self._next_seq += 1
         return event
 
     def events(self) -> list[dict[str, Any]]:
         return read_events(self.path)
+
+
+FAULT_ENV = "PERF_INVESTIGATOR_FAULT"
+
+
+def fault_point(name: str) -> None:
+    """A place a crash is tested at (tests/test_faults.py): when the environment's
+    PERF_INVESTIGATOR_FAULT names it, the process SIGKILLs itself here, as kill -9 would."""
+    if os.environ.get(FAULT_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)

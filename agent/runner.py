@@ -1,7 +1,7 @@
 """Running investigations: start, resume, replay, render, list. The CLI calls these; so do tests.
 
-Each returns an Outcome whose ``exit_code`` follows the CLI's contract: 0 done, 1 failure (or a
-replay that diverged), 2 bad input.
+Each returns an Outcome whose ``exit_code`` follows the CLI's contract (tools/exitcodes.py): 0 done,
+1 failure (or a replay that diverged), 2 bad input, 3 awaiting a decision, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -16,15 +16,19 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+import jinja2
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
-from agent import consistency
+from agent import consistency, redact
+from tools import exitcodes
 from agent.config import Target, TargetError, load_target, parse_target, with_budget
 from agent.engines import backend_for, baseline
 from agent.graph import RunContext, build_graph
-from agent.rundir import BUNDLE, REPORT, CommitSpec, RunDir, RunDirError, check_runs_dir, lock_holder
-from agent.runlog import LOG_NAME, CorruptLog, RunLog, read_events
+from agent.rundir import (BUNDLE, REPORT, CommitSpec, RunDir, RunDirError, check_run_id, check_runs_dir, lock_holder,
+                          resolve_run)
+from agent.runlog import (FORMAT, LOG_NAME, CorruptLog, JournalWriteError, RunLog, UnknownFormat, fault_point,
+                          journal_format, read_events)
 from agent.session import Divergence, Progress, ReplaySession, Served, Session, SilentProgress
 from agent.state import Finding
 from agent.steps import StepFailed
@@ -34,16 +38,20 @@ from tools.box import Box
 from tools.catalog import run_tool
 
 SGLANG_HINT = "pip install --no-deps sglang==0.5.23"
+REPLAY_NOTES = "replay.jsonl"  # a replay's own journal (what it served and how it ended), never committed
 Ask = Callable[[dict[str, Any]], str | None]
 
 
 @dataclass
 class Outcome:
-    status: str  # done | awaiting-decision | failed | diverged | bad-input
+    status: str  # done | awaiting-decision | failed | diverged | bad-input | interrupted
     message: str
     run_dir: Path | None = None
-    exit_code: int = 0
+    exit_code: int = 0  # set from the status: one code per outcome, whatever a caller passed
     details: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.exit_code = exitcodes.for_status(self.status)
 
 
 class BadInput(Exception):
@@ -80,6 +88,11 @@ def investigate(target_ref: str, runs_dir: Path, box: Box, decide: str | None, a
     try:
         target, target_path = load_target(target_ref)
         target = with_budget(target, budget)  # in the recorded target, so a replay runs the same rounds
+        secrets = redact.target_secrets(target)  # kept in memory only: the run records the redacted target
+        redact.remember(secrets.values())
+        target = redact.redact_target(target)
+        if run_id is not None:
+            check_run_id(run_id)  # before the box is surveyed: a bad name costs nothing
         check_runs_dir(runs_dir)
         preflight(target, box)
         run = RunDir.create(runs_dir, run_id or new_run_id(target))
@@ -87,38 +100,93 @@ def investigate(target_ref: str, runs_dir: Path, box: Box, decide: str | None, a
         return Outcome("bad-input", str(exc), exit_code=2)
     log = RunLog.create(run.log_path)
     run.lock()
-    first = log.append("run_start", target_name=target.name, target_path=str(target_path),
-                       target=target.model_dump(mode="json"), box=box.describe(), decide=decide,
-                       argv=argv or [], python=sys.version.split()[0])
-    state0 = {"run_id": run.root.name, "started": first["ts"], "target": target.model_dump(mode="json"),
-              "box": box.describe(), "findings": [], "decision": None}
-    log.append("initial_state", state=state0)
+    try:
+        first = log.append("run_start", format=FORMAT, target_name=target.name, target_path=str(target_path),
+                           target=target.model_dump(mode="json"), box=box.describe(), decide=decide,
+                           argv=argv or [], python=sys.version.split()[0])
+        state0 = {"run_id": run.root.name, "started": first["ts"], "target": target.model_dump(mode="json"),
+                  "box": box.describe(), "findings": [], "decision": None}
+        log.append("initial_state", state=state0)
+    except JournalWriteError as exc:
+        run.unlock()
+        return Outcome("failed", f"the run cannot start: {exc}", run.root, 1)
     session = Session(run, log, box, progress)
+    session.secrets = secrets
     return _drive(run, session, log, state0, decide, ask, progress)
 
 
-def resume(run_path: Path, box: Box, decide: str | None, ask: Ask | None = None,
-           progress: Progress | None = None) -> Outcome:
+def resume(run_ref: str | Path, box: Box, decide: str | None, ask: Ask | None = None,
+           progress: Progress | None = None, runs_dir: Path | None = None, target_ref: str | None = None) -> Outcome:
+    """Continue a run named by its path or by its id under ``runs_dir``. With ``target_ref``, the target
+    must be the one the run records (it is refused otherwise: the run always continues its own)."""
     progress = progress or SilentProgress()
     try:
-        run = RunDir.open(run_path)
+        run = RunDir.open(resolve_run(run_ref, runs_dir))
+        journal_format(read_events(run.log_path), run.log_path)  # before anything is appended to it
         run.lock()
-    except RunDirError as exc:
+    except (RunDirError, UnknownFormat) as exc:
         return Outcome("bad-input", str(exc), exit_code=2)
+    except CorruptLog as exc:  # a line before the last is not JSON: the run is damaged, not the command
+        return Outcome("failed", str(exc), run.root, 1)
     try:
         log = RunLog.reopen(run.log_path)
-    except CorruptLog as exc:
+        events = log.events()
+        state0 = next((e["state"] for e in events if e["kind"] == "initial_state"), None)
+        if state0 is None:
+            raise CorruptLog(f"{run.log_path}: no initial_state event (the journal was cut before the run began)")
+        if target_ref is not None:
+            _same_target(target_ref, run, state0)
+    except BadInput as exc:
+        run.unlock()
+        return Outcome("bad-input", str(exc), run.root, 2)
+    except (CorruptLog, JournalWriteError) as exc:
         run.unlock()
         return Outcome("failed", str(exc), run.root, 1)
-    events = log.events()
     ends = [e for e in events if e["kind"] == "run_end"]
     if ends and ends[-1]["status"] == "done":
-        run.unlock()
+        try:  # a crash between the run_end line and its commit: the final commit is made now
+            _sync_finished(run)
+        finally:
+            run.unlock()
         return Outcome("done", f"run {run.root.name} is already finished", run.root, 0)
-    log.append("attempt_start", box=box.describe(), decide=decide)
-    state0 = next(e["state"] for e in events if e["kind"] == "initial_state")
+    try:
+        log.append("attempt_start", box=box.describe(), decide=decide)
+    except JournalWriteError as exc:
+        run.unlock()
+        return Outcome("failed", str(exc), run.root, 1)
     session = Session(run, log, box, progress)
+    session.secrets = redact.secrets_for_resume(events)
     return _drive(run, session, log, state0, decide, ask, progress, resuming=True)
+
+
+def _same_target(target_ref: str, run: RunDir, state0: dict) -> None:
+    """BadInput unless ``target_ref`` is the target the run records (its budget aside, which the run fixed)."""
+    try:
+        target, path = load_target(target_ref)
+    except TargetError as exc:
+        raise BadInput(str(exc)) from None
+    recorded = parse_target(state0["target"], str(run.log_path))
+    if target.name != recorded.name:
+        raise BadInput(f"run {run.root.name} investigates target {recorded.name}, not {target.name} ({path}): "
+                       f"resume it without a TARGET, or start a new run for {target.name}")
+    target = with_budget(target, recorded.thresholds.noise.budget)
+    if redact.redact_target(target).model_dump(mode="json") != recorded.model_dump(mode="json"):
+        raise BadInput(f"target {target.name} ({path}) changed since run {run.root.name} started: the run continues "
+                       f"with the target it recorded; resume it without a TARGET, or start a new run")
+
+
+def _sync_finished(run: RunDir) -> None:
+    graph, connection = _graph_for(run)
+    try:
+        values = graph.get_state({"configurable": {"thread_id": _run_thread(run)}}).values
+    finally:
+        connection.close()
+    if values:
+        sync_commits(run, values.get("findings", []))
+
+
+def _run_thread(run: RunDir) -> str:
+    return next(e for e in read_events(run.log_path) if e["kind"] == "initial_state")["state"]["run_id"]
 
 
 def _graph_for(run: RunDir):
@@ -139,17 +207,20 @@ def _drive(run: RunDir, session: Session, log: RunLog, state0: dict, decide: str
     graph, connection = _graph_for(run)
     config = {"configurable": {"thread_id": state0["run_id"]}}
     context = RunContext(session=session)
+    findings_now = lambda: graph.get_state(config).values.get("findings", [])  # noqa: E731
     try:
         snapshot = graph.get_state(config)
         if resuming and snapshot.values:
+            snapshot = _back_to_proven(graph, config, run, log)
             sync_commits(run, snapshot.values.get("findings", []))
             pending: Any = None
         else:
             pending = state0
         while True:
             if pending is not None or graph.get_state(config).next:
-                for _ in graph.stream(pending, config, context=context, stream_mode="updates", durability="sync"):
-                    sync_commits(run, graph.get_state(config).values.get("findings", []))
+                for update in graph.stream(pending, config, context=context, stream_mode="updates", durability="sync"):
+                    fault_point(f"checkpoint:{next(iter(update))}")
+                    sync_commits(run, findings_now())
             snapshot = graph.get_state(config)
             question = _pending_interrupt(snapshot)
             if question is None:
@@ -157,35 +228,41 @@ def _drive(run: RunDir, session: Session, log: RunLog, state0: dict, decide: str
             answer, source = (decide, "--decide") if decide else ((ask(question), "prompt") if ask else (None, None))
             if answer is None:
                 log.append("run_end", status="awaiting-decision")
+                sync_commits(run, findings_now())
                 return Outcome("awaiting-decision", f"run {run.root.name} awaits a decision: python -m agent investigate "
                                f"--resume {run.root} --decide auto|splitk|stop (auto would choose {question['auto']})",
-                               run.root, 0)
+                               run.root, exitcodes.AWAITING_DECISION)
             choice, note = resolve_choice(answer, question["options"], question["auto"])
             if choice is None:
                 log.append("decision_refused", asked=answer, reason=note)
                 log.append("run_end", status="awaiting-decision")
+                sync_commits(run, findings_now())
                 return Outcome("bad-input", f"{note}; the run awaits a decision (resume with --decide)", run.root, 2)
             pending = Command(resume={"choice": choice, "asked": answer, "source": source, "note": note})
             decide = None  # a flag answers one question
-        findings = graph.get_state(config).values.get("findings", [])
-        sync_commits(run, findings)
+        findings = findings_now()
         log.append("run_end", status="done")
+        fault_point("run_end")
+        sync_commits(run, findings)  # the last commit holds the journal through this run_end
         final = Finding.model_validate(findings[-1])
         return Outcome("done", f"{run.root / REPORT}", run.root, 0,
                        {"findings": len(findings), "headline": final.headline})
+    except JournalWriteError as exc:  # nothing more can be journaled: say so, and where the journal ends
+        return Outcome("failed", f"{session.step or 'run'}: the journal cannot be written: {exc}; it holds "
+                       f"{log.next_seq - 1} whole lines (free space, then resume with: python -m agent investigate "
+                       f"--resume {run.root})", run.root, 1)
     except (StepFailed, Divergence) as exc:
-        log.append("error", step=session.step, message=str(exc))
-        log.append("run_end", status="failed")
-        return Outcome("failed", f"{session.step or 'run'}: {exc} (resume with: python -m agent investigate --resume {run.root})",
-                       run.root, 1)
+        note = _end_run(run, log, findings_now, "failed", step=session.step, message=str(exc))
+        return Outcome("failed", f"{session.step or 'run'}: {exc}{note} (resume with: python -m agent investigate "
+                       f"--resume {run.root})", run.root, 1)
     except KeyboardInterrupt:
-        log.append("error", step=session.step, message="interrupted by the user")
-        log.append("run_end", status="interrupted")
-        return Outcome("failed", f"interrupted; resume with: python -m agent investigate --resume {run.root}", run.root, 1)
+        note = _end_run(run, log, findings_now, "interrupted", step=session.step, message="interrupted by the user")
+        return Outcome("interrupted", f"interrupted{note}; resume with: python -m agent investigate --resume {run.root}",
+                       run.root, exitcodes.INTERRUPTED)
     except Exception as exc:  # a bug or a broken box: journal it whole, fail the run, keep it resumable
-        log.append("error", step=session.step, message=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
-        log.append("run_end", status="failed")
-        return Outcome("failed", f"{session.step or 'run'} failed: {type(exc).__name__}: {exc} (the traceback is in "
+        note = _end_run(run, log, findings_now, "failed", step=session.step, message=f"{type(exc).__name__}: {exc}",
+                        traceback=traceback.format_exc())
+        return Outcome("failed", f"{session.step or 'run'} failed: {type(exc).__name__}: {exc}{note} (the traceback is in "
                        f"{run.log_path}; resume with: python -m agent investigate --resume {run.root})", run.root, 1)
     finally:
         connection.close()
@@ -193,6 +270,69 @@ def _drive(run: RunDir, session: Session, log: RunLog, state0: dict, decide: str
         progress_close = getattr(progress, "close", None)
         if progress_close:
             progress_close()
+
+
+def _end_run(run: RunDir, log: RunLog, findings_now: Callable[[], list[dict]], status: str, **error: Any) -> str:
+    """Journal the error and the run's end, then commit so that the last commit holds them. Returns ''
+    or a note of what could not be written (the run has failed already; this must not hide why)."""
+    try:
+        log.append("error", **error)
+        log.append("run_end", status=status)
+    except JournalWriteError as exc:
+        return f" (the journal could not record it: {exc})"
+    try:
+        sync_commits(run, findings_now())
+    except Exception as exc:  # noqa: BLE001 -- reported in the outcome, not swallowed
+        return f" (its final commit could not be made: {type(exc).__name__}: {exc})"
+    return ""
+
+
+def _back_to_proven(graph, config: dict, run: RunDir, log: RunLog):
+    """The latest checkpoint whose findings (and decision) the journal proves, made the newest.
+
+    A journal cut short (a lost disk block, a copy that stopped) can be behind the checkpoint: the
+    run then goes on from the last step its journal proves, redoing the rest, and files beyond that
+    step (findings, the report) are removed so nothing stale reads as evidence."""
+    events = log.events()
+    latest = graph.get_state(config)
+    chosen = next((s for s in graph.get_state_history(config) if _proven(s.values, events)), None)
+    if chosen is None:  # not even the initial state: start over from it
+        chosen = latest
+    if chosen.config != latest.config:
+        dropped = [Finding.model_validate(f).stem for f in latest.values.get("findings", [])[len(chosen.values.get("findings", [])):]]
+        graph.update_state(chosen.config, None, as_node="__copy__")
+        log.append("rolled_back", findings=len(chosen.values.get("findings", [])), dropped=dropped,
+                   note="the checkpoint held findings the journal does not: going on from the last step it proves")
+        chosen = graph.get_state(config)
+    _remove_unproven_files(run, chosen.values.get("findings", []))
+    return chosen
+
+
+def _proven(values: dict, events: list[dict]) -> bool:
+    if not values or "run_id" not in values:
+        return False
+    logged = [e["finding"] for e in events if e["kind"] == "finding"]
+    if any(f not in logged for f in values.get("findings", [])):
+        return False
+    decision = values.get("decision")
+    keys = ("choice", "asked", "source", "note")
+    return decision is None or any(e["kind"] == "decision" and {k: e.get(k) for k in keys} == {k: decision.get(k) for k in keys}
+                                   for e in events)
+
+
+def _remove_unproven_files(run: RunDir, finding_dicts: list[dict]) -> None:
+    stems = {f"{f['index']:02d}-{f['step']}" for f in finding_dicts}
+    for path in (run.root / "findings").glob("*"):
+        if path.name.rsplit(".", 1)[0] not in stems:
+            path.unlink()
+    if not any(f["step"] == "report" for f in finding_dicts):
+        (run.root / REPORT).unlink(missing_ok=True)
+    referenced = {ref["path"] for e in read_events(run.log_path)
+                  for ref in (e.get("artifacts") or [] if e["kind"] == "tool_result" else
+                              [e["artifact"]] if e["kind"] == "artifact" else [])}
+    for path in (run.root / "artifacts").glob("*/*"):
+        if path.relative_to(run.root).as_posix() not in referenced:  # stored, but its journal line was lost
+            path.unlink()
 
 
 # -- commits -------------------------------------------------------------------------------------
@@ -206,7 +346,11 @@ def finding_files(finding: Finding) -> dict[str, bytes]:
 
 
 def commit_specs(run: RunDir, events: list[dict], findings: list[Finding]) -> list[CommitSpec]:
-    """One spec per finding: its files, the artifacts journaled up to its event, its time."""
+    """One spec per finding: its files, the artifacts journaled up to its event, its time.
+
+    From journal format 2 on, when the journal's last run_end comes after the last finding, the last
+    commit holds the journal through that run_end, at its time: the history of an ended run holds
+    its whole journal (the step_end and run_end lines too), and HEAD's log.jsonl is the file."""
     specs = []
     for finding in findings:
         payload = finding.model_dump(mode="json")
@@ -225,6 +369,10 @@ def commit_specs(run: RunDir, events: list[dict], findings: list[Finding]) -> li
             files[REPORT] = (run.root / REPORT).read_bytes()
         subject = f"{finding.index:02d} {finding.step}: {finding.headline}"
         specs.append(CommitSpec(subject if len(subject) <= 200 else subject[:197] + "...", files, event["seq"], event["ts"]))
+    ends = [e for e in events if e["kind"] == "run_end"]
+    if specs and ends and ends[-1]["seq"] > specs[-1].log_through_seq and journal_format(events) >= 2:
+        last = specs[-1]
+        specs[-1] = CommitSpec(last.message, last.files, ends[-1]["seq"], ends[-1]["ts"])
     return specs
 
 
@@ -248,8 +396,12 @@ def replay(source_path: Path, out_path: Path | None = None, progress: Progress |
     try:
         source = RunDir.open(source_path, recorded=True)
         events = read_events(source.log_path)
+        journal_format(events, source.log_path)  # refused whole, before any step is replayed
     except (RunDirError, CorruptLog) as exc:
         return Outcome("bad-input", str(exc), exit_code=2)
+    edited = _journal_against_history(source)
+    if edited:
+        return Outcome("diverged", f"replay diverged: {edited}", exit_code=1)
     served = Served.from_events(events)
     if "report" not in served.findings:
         return Outcome("bad-input", f"run {source.root.name} did not finish (no report finding): replay needs a finished run",
@@ -262,7 +414,8 @@ def replay(source_path: Path, out_path: Path | None = None, progress: Progress |
     except (TargetError, RunDirError) as exc:
         return Outcome("bad-input", str(exc), exit_code=2)
     run.write_file(LOG_NAME, source.log_path.read_bytes())
-    session = ReplaySession(run, source, served, run.root / "replay.jsonl", progress)
+    session = ReplaySession(run, source, served, run.root / REPLAY_NOTES, progress)
+    session._note("replay_start", of=source.root.name, source=str(source.root))
     graph, connection = _graph_for(run)
     config = {"configurable": {"thread_id": initial["run_id"]}}
     try:
@@ -279,14 +432,40 @@ def replay(source_path: Path, out_path: Path | None = None, progress: Progress |
         if (run.root / REPORT).read_bytes() != (source.root / REPORT).read_bytes():
             raise Divergence(f"{REPORT} differs from the recorded run's")
     except Divergence as exc:
+        session._note("replay_end", status="diverged", message=str(exc))
         return Outcome("diverged", f"replay diverged: {exc}", run.root, 1)
     except StepFailed as exc:
+        session._note("replay_end", status="diverged", message=f"{session.step}: {exc}")
         return Outcome("diverged", f"replay diverged: {session.step}: {exc}", run.root, 1)
+    except Exception as exc:
+        session._note("replay_end", status="failed", message=f"{type(exc).__name__}: {exc}")
+        raise
     finally:
         connection.close()
         getattr(progress, "close", lambda: None)()
+    session._note("replay_end", status="done", commits=len(ids))
     return Outcome("done", f"replay identical: {len(findings)} findings, {len(ids)} commits (HEAD {ids[-1][:12]}), "
                    f"{REPORT} byte for byte", run.root, 0, {"commits": ids})
+
+
+def _journal_against_history(source: RunDir) -> str | None:
+    """Where the journal departs from the one its own history committed (a hand edit, a cut), or None.
+
+    Each commit holds the journal as it was; the last one must be a prefix of the file, line for line."""
+    committed = source.committed(LOG_NAME)
+    if committed is None:
+        return None
+    held = committed.split(b"\n")[:-1]
+    lines = source.log_path.read_bytes().split(b"\n")
+    whole = lines[:-1]
+    for number, (a, b) in enumerate(zip(held, whole), start=1):
+        if a != b:
+            return (f"{source.log_path} line {number} differs from the line the run's history holds "
+                    f"(its last commit): the journal was edited")
+    if len(whole) < len(held):
+        return (f"{source.log_path} ends at line {len(whole)}{' (and a torn line)' if lines[-1] else ''}, but the run's "
+                f"history holds {len(held)} lines: the journal was cut short after line {len(whole)}")
+    return None
 
 
 def _next_replay_dir(source: Path) -> Path:
@@ -300,13 +479,18 @@ def _next_replay_dir(source: Path) -> Path:
 
 
 def render(run_path: Path) -> str:
-    """The run's report rendered anew from its findings files and journal (nothing is re-measured)."""
-    run = RunDir.open(run_path)
+    """The run's report rendered anew from its findings files and journal (nothing is re-measured).
+
+    Only a journal that proves a finished run renders (its report finding, and every finding before
+    it); anything else is a RunDirError in one line saying what the journal proves."""
+    run = RunDir.open(run_path, recorded=True)
     events = read_events(run.log_path)
+    journal_format(events, run.log_path)
     findings = [Finding.model_validate(e["finding"]) for e in events if e["kind"] == "finding"]
     latest: dict[int, Finding] = {}
     for finding in findings:
         latest[finding.index] = finding
+    _check_renderable(run, events, latest)
     ordered = [latest[i] for i in sorted(latest) if latest[i].step != "report"]
     decisions = [e for e in events if e["kind"] == "decision"]
     decision = {k: decisions[-1][k] for k in ("choice", "asked", "source", "note")} if decisions else None
@@ -315,12 +499,52 @@ def render(run_path: Path) -> str:
     report = next((f for f in findings if f.step == "report"), None)
     plots = report.data.get("plots", {}) if report else {}
     held = consistency.check(ordered, target.model_dump(mode="json"))
-    return render_report(ordered, decision, {"run_id": initial["run_id"], "target": target.name,
-                                            "description": target.description.strip(), "started": initial["started"]},
-                         plots, held)
+    try:
+        return render_report(ordered, decision, {"run_id": initial["run_id"], "target": target.name,
+                                                "description": target.description.strip(), "started": initial["started"],
+                                                "timing": report.data.get("timing") if report else None},
+                             plots, held)
+    except (jinja2.TemplateError, KeyError, AttributeError, TypeError) as exc:
+        # a journal whose findings are all there but do not hold what the report reads (edited, or
+        # written by another investigator): say so, never a traceback
+        raise RunDirError(f"{run.log_path}: the report cannot be rendered from these findings "
+                          f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+
+
+def _check_renderable(run: RunDir, events: list[dict], latest: dict[int, Finding]) -> None:
+    proven = ", ".join(f.stem for _, f in sorted(latest.items())) or "no finding"
+    ends_at = f"the journal ends at line {len(events)}" + (f" ({events[-1]['kind']})" if events else "")
+    report = [i for i, f in latest.items() if f.step == "report"]
+    if not report:
+        raise RunDirError(f"run {run.root.name} has no report finding to render ({ends_at}; it proves {proven}): "
+                          f"the run did not finish or its journal was cut short; resume it to finish")
+    missing = [i for i in range(1, max(latest) + 1) if i not in latest]
+    if missing:
+        raise RunDirError(f"run {run.root.name}'s journal lacks finding {', '.join(map(str, missing))} before its report "
+                          f"({ends_at}): it was edited or cut; the report is not rendered from a part of the evidence")
+
+
+def _replay_status(root: Path) -> tuple[str | None, str, int]:
+    """(run it replays, status, findings matched) from a replay's own notes: its log.jsonl is the
+    recorded run's copy, whose run_end says how the recorded run ended, not the replay."""
+    notes = []
+    for line in (root / REPLAY_NOTES).read_text().splitlines():
+        try:
+            notes.append(json.loads(line))
+        except json.JSONDecodeError:
+            break  # a torn last line of a replay that was killed
+    start = next((n for n in notes if n.get("kind") == "replay_start"), {})
+    ends = [n for n in notes if n.get("kind") == "replay_end"]
+    status = ends[-1]["status"] if ends else "interrupted"
+    return start.get("of", "?"), status, sum(1 for n in notes if n.get("kind") == "finding_matched")
 
 
 def run_status(root: Path) -> dict[str, Any]:
+    if (root / REPLAY_NOTES).is_file():
+        of, status, matched = _replay_status(root)
+        start = next((e for e in read_events(root / LOG_NAME) if e["kind"] == "run_start"), {})
+        return {"run": root.name, "target": start.get("target_name", "?"), "started": start.get("ts", "?"),
+                "status": status, "findings": matched, "attempts": 1, "replay_of": of}
     events = read_events(root / LOG_NAME)
     start = next((e for e in events if e["kind"] == "run_start"), {})
     ends = [e for e in events if e["kind"] == "run_end"]
@@ -333,7 +557,7 @@ def run_status(root: Path) -> dict[str, Any]:
         status = "interrupted"
     findings = {e["index"] for e in events if e["kind"] == "finding"}
     return {"run": root.name, "target": start.get("target_name", "?"), "started": start.get("ts", "?"),
-            "status": status, "findings": len(findings), "attempts": last_attempt}
+            "status": status, "findings": len(findings), "attempts": last_attempt, "replay_of": None}
 
 
 def list_runs(runs_dir: Path) -> list[dict[str, Any]]:

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from agent import redact
 from agent.rundir import RunDir
-from agent.runlog import RunLog, encode
+from agent.runlog import RunLog, encode, fault_point
 from agent.state import Finding
 from tools.box import Box
 from tools.catalog import CATALOG, run_tool
@@ -66,6 +67,9 @@ class Session:
     """Live session: tools run on the box; calls, results, findings and artifacts go to the journal."""
 
     mode = "live"
+    # Secret environment values (name -> value) the recorded target holds as redact.PLACEHOLDER;
+    # set by the runner, never journaled: they go into the box's command only (redact.resolve).
+    secrets: dict[str, str] = {}
 
     def __init__(self, run: RunDir, log: RunLog, box: Box, progress: Progress | None = None):
         self.run = run
@@ -81,10 +85,12 @@ class Session:
         self.step = step
         self.step_run = f"{self.log.attempt}:{step}"
         self.log.append("step_start", step=step, step_run=self.step_run)
+        fault_point(f"step_start:{step}")
         self.progress.step_started(step)
 
     def end_step(self, finding: Finding) -> None:
         self.log.append("step_end", step=self.step, step_run=self.step_run)
+        fault_point(f"step_end:{self.step}")
         self.progress.step_finished(self.step, finding.headline)
         self.step = self.step_run = None
 
@@ -97,11 +103,14 @@ class Session:
         args = json.loads(json.dumps(args))  # the logged form is the form the step sees
         call = self.log.append("tool_call", step=self.step, step_run=self.step_run, tool=tool, args=args)
         self.progress.tool_started(self.step, tool, summarize_args(tool, args))
-        record, raw = run_tool(self.box, tool, args)
+        record, raw = run_tool(self.box, tool, redact.resolve(args, self.secrets))
         try:
+            for path in raw.files.values():
+                redact.scrub_file(path)  # an artifact echoing a secret is stored without it
             artifacts = [self.run.store_artifact(path, name) for name, path in raw.files.items()]
         finally:
             raw.cleanup()
+        fault_point(f"tool:{tool}")  # the tool ran and its files are stored; its result is not journaled
         result = self.log.append("tool_result", step=self.step, step_run=self.step_run, call=call["seq"],
                                  tool=tool, artifacts=artifacts, **record)
         self.progress.tool_finished(self.step, tool, record["ok"], record["duration_s"], record["error"])
@@ -121,6 +130,7 @@ class Session:
     def record_finding(self, finding: Finding) -> Recorded:
         event = self.log.append("finding", step=self.step, step_run=self.step_run, index=finding.index,
                                 finding=finding.model_dump(mode="json"))
+        fault_point(f"finding:{self.step}")
         return Recorded(finding.index, event["seq"], event["ts"])
 
     def record_decision(self, decision: dict[str, Any]) -> None:

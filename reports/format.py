@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 
@@ -39,8 +40,60 @@ def signed_pct(value: Any, digits: int = 1) -> str:
     return f"{100 * value:+.{digits}f}%"
 
 
+class Markdown(str):
+    """Text that is Markdown on purpose (a bold number with its links): cells keep it as it is."""
+
+
+_PUNCT_AFTER_BACKSLASH = re.compile(r"\\(?=[!-/:-@\[-`{-~])")
+_HTML_START = re.compile(r"<(?=[A-Za-z/!?])")  # a tag, a comment, an autolink; "<=" is text
+_ENTITY = re.compile(r"&(?=#?[A-Za-z0-9]+;)")
+
+
+def _emphasis_possible(text: str, mark: str) -> bool:
+    """Whether ``mark`` (``*`` or ``_``) could open and later close emphasis in ``text``: ``_`` does
+    not inside a word (snake_case stays as it is), ``*`` needs two."""
+    at = [i for i, ch in enumerate(text) if ch == mark]
+    if len(at) < 2:
+        return False
+    if mark == "*":
+        return True
+    def word(i: int) -> bool:
+        return 0 <= i < len(text) and text[i].isalnum()
+    opens = [i for i in at if not word(i - 1) and i + 1 < len(text) and not text[i + 1].isspace()]
+    return any(j > i and not word(j + 1) and not text[j - 1].isspace() for i in opens for j in at)
+
+
+def md_text(value: Any) -> str:
+    """Text as inline Markdown that renders as exactly that text, on one line of a table: pipes,
+    backticks, HTML (``kernel<float>`` is a tag to a renderer), entities, links and emphasis
+    escaped; what cannot form Markdown is left alone, so plain names keep their bytes."""
+    text = " ".join(str(value).splitlines()) if "\n" in str(value) or "\r" in str(value) else str(value)
+    text = _PUNCT_AFTER_BACKSLASH.sub(r"\\\\", text)
+    text = _HTML_START.sub("&lt;", _ENTITY.sub("&amp;", text))
+    text = text.replace("|", "\\|").replace("`", "\\`").replace("](", "\\](").replace("][", "\\][")
+    for mark in ("*", "_"):
+        if _emphasis_possible(text, mark):
+            text = text.replace(mark, "\\" + mark)
+    if "~~" in text:  # GFM strikethrough
+        text = text.replace("~", "\\~")
+    return text
+
+
+def code(value: Any) -> str:
+    """``value`` as an inline code span that holds it whole in a table cell: a fence longer than any
+    run of backticks inside, pipes escaped (GFM splits cells before it reads code spans)."""
+    text = " ".join(str(value).splitlines()).replace("|", "\\|")
+    runs = [len(r) for r in re.findall(r"`+", text)]
+    fence = "`" * (max(runs, default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def cell(value: Any, column: str = "") -> str:
-    """A table cell: shares as percentages, other floats to 4 significant digits, text escaped for pipes."""
+    """A table cell: shares as percentages, other floats to 4 significant digits, text escaped so it
+    renders as itself (md_text); Markdown kept as written."""
+    if isinstance(value, Markdown):
+        return " ".join(value.splitlines())
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{value:,}"
     if isinstance(value, float):
@@ -50,7 +103,7 @@ def cell(value: Any, column: str = "") -> str:
         if lowered.startswith("vs ") or "delta" in lowered:
             return signed_pct(value)
         return fmt(value, ".4g")
-    return fmt(value).replace("|", "\\|").replace("\n", " ")
+    return md_text(fmt(value))
 
 
 def digits_for(spread: float | None, default: int = 3) -> int:

@@ -9,7 +9,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from agent.consistency import Consistency
 from agent.state import Finding, Table
-from reports.format import cell, fmt, fmt_spread, pct, short, signed_pct
+from reports.format import Markdown, cell, code, fmt, fmt_spread, md_text, pct, short, signed_pct
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 
@@ -17,7 +17,8 @@ TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 def _env() -> Environment:
     env = Environment(loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined, keep_trailing_newline=True,
                       trim_blocks=True, lstrip_blocks=True, autoescape=False)
-    env.filters.update(fmt=fmt, pct=pct, signed_pct=signed_pct, cell=cell, short=short)
+    # code: a name as a code span that survives any backtick or pipe in it; md: text that renders as itself
+    env.filters.update(fmt=fmt, pct=pct, signed_pct=signed_pct, cell=cell, short=short, code=code, md=md_text)
     env.globals.update(log_links=log_links, finding_link=finding_link, num=num, table=table, decision_table=decision_table)
     return env
 
@@ -47,13 +48,14 @@ def num(finding: Finding | None, key: str, spec: str = ".3g", prefix: str = "") 
 
 
 def table(t, prefix: str = "") -> str:
-    """A Markdown table from a finding's Table."""
-    lines = [f"| {' | '.join(t.columns)} |", "|" + " --- |" * len(t.columns)]
+    """A Markdown table from a finding's Table; every header, cell and note renders as its own text
+    (reports.format.md_text: a kernel named ``k<float, 2>`` or ``a|b`` stays in its cell, whole)."""
+    lines = [f"| {' | '.join(md_text(c) for c in t.columns)} |", "|" + " --- |" * len(t.columns)]
     for row in t.rows:
         lines.append("| " + " | ".join(cell(v, c) for v, c in zip(row, t.columns)) + " |")
     if t.note:
         lines.append("")
-        lines.append(f"_{t.note}_")
+        lines.append(f"_{md_text(t.note)}_")
     return "\n".join(lines)
 
 
@@ -92,7 +94,7 @@ def decision_table(options: Finding, decision: dict[str, Any] | None, splitk: Fi
         row = list(row)
         this = row[0] == chosen
         row.insert(at_chosen, "yes" if this else "-")
-        row.insert(at_measured, measured if this and measured else "-")
+        row.insert(at_measured, Markdown(measured) if this and measured else "-")
         rows.append(row)
     estimates = [f"{o['name']}: {o['estimate_basis']}" for o in options.data.get("options", [])
                  if o.get("estimate_x") is not None and o["name"] != "accept-ceiling"]

@@ -144,8 +144,7 @@ def test_box_command_bad_input_exits_2(args):
 
 def test_human_command(capsys):
     parser = argparse.ArgumentParser()
-    cli.add_arguments(parser)
-    parser.add_argument("--json", action="store_true")
+    cli.add_arguments(parser)  # --json among them
     args = parser.parse_args(["--source", str(FORMS), "--kernel", "attend_rows", "--shape", "rows=8", "--shape", "N=1000",
                               "--shape", "D=64", "--sms", "132", "--launcher", "attend"])
     assert cli.run(args) == 0

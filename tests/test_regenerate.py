@@ -9,7 +9,8 @@ from pathlib import Path
 import git
 import pytest
 
-from agent import exitcodes, regenerate, runner
+from agent import regenerate, runner
+from tools import exitcodes
 from agent.runlog import read_events
 from conftest import ROOT
 

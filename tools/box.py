@@ -21,6 +21,26 @@ from typing import Protocol
 OUT_DIR = "<out-dir>"
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
+# Runs the command as its child in the same process group and waits; when the agent that started it
+# dies (kill -9 leaves no handler to run), the guard kills the group: no orphaned engine goes on
+# measuring beside the resumed run. Exit status: the command's, a signal re-raised as itself.
+_GUARD = '''
+import os, signal, subprocess, sys, time
+parent = os.getppid()
+child = subprocess.Popen(sys.argv[1:])
+while child.poll() is None:
+    if os.getppid() != parent:
+        os.killpg(0, signal.SIGKILL)
+    time.sleep(0.2)
+if child.returncode < 0:
+    try:
+        signal.signal(-child.returncode, signal.SIG_DFL)
+    except (OSError, ValueError):  # SIGKILL and SIGSTOP keep their default anyway
+        pass
+    os.kill(os.getpid(), -child.returncode)
+sys.exit(child.returncode)
+'''
+
 
 @dataclass
 class CommandResult:
@@ -69,23 +89,27 @@ class LocalBox:
         full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), full_env.get("PYTHONPATH")]))
         full_env.update(env or {})
         started = time.perf_counter()
+        program = shutil.which(argv[0], path=full_env.get("PATH")) if argv else None
+        if program is None:  # checked here: behind the guard it would be the guard's error, not a result
+            return CommandResult(argv, None, "", "", 0.0, error=f"cannot start {argv[0] if argv else '(empty)'}: "
+                                 "no such executable", scratch=scratch)
         try:
             proc = subprocess.Popen(
-                argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full_env, cwd=REPO_ROOT,
-                start_new_session=True, text=True, errors="replace",
+                [sys.executable, "-c", _GUARD, program, *argv[1:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                env=full_env, cwd=REPO_ROOT, start_new_session=True, text=True, errors="replace",
             )
         except OSError as exc:
             return CommandResult(argv, None, "", "", 0.0, error=f"cannot start {argv[0]}: {exc.strerror}", scratch=scratch)
         timed_out = False
         try:
             stdout, stderr = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired as exc:
             timed_out = True
             _kill_group(proc)
-            stdout, stderr = proc.communicate()
+            stdout, stderr = _drain(proc, exc)
         except BaseException:
             _kill_group(proc)
-            proc.communicate()
+            _drain(proc, None)
             raise
         duration = time.perf_counter() - started
         files = {}
@@ -95,7 +119,25 @@ class LocalBox:
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the command's whole process group (it was started as a session leader): its children too."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+def _drain(proc: subprocess.Popen, expired: subprocess.TimeoutExpired | None, grace_s: float = 10.0) -> tuple[str, str]:
+    """What a killed command printed. A descendant that left the group can hold its pipes open for
+    ever: after ``grace_s`` the pipes are closed and what was read is kept, so a hang never hangs the run."""
+    try:
+        return proc.communicate(timeout=grace_s)
+    except subprocess.TimeoutExpired as again:
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+        proc.wait()
+        got = again if again.output or again.stderr else expired
+        out = got.output if got is not None else None
+        err = got.stderr if got is not None else None
+        text = lambda b: b.decode(errors="replace") if isinstance(b, bytes) else (b or "")  # noqa: E731
+        return text(out), text(err) + "\n[box: a process the command left behind held its output open; stopped reading]\n"

@@ -7,6 +7,7 @@ JSON data (they are logged and compared on replay); ``command`` turns them into 
 from __future__ import annotations
 
 import json
+import signal
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -128,7 +129,9 @@ def run_tool(box: Box, name: str, args: dict[str, Any]) -> tuple[dict[str, Any],
     data, parse_error = _parse_json(result.stdout)
     error = result.error
     if error is None and result.timed_out:
-        error = f"timed out after {spec.timeout_s(args):.0f} s"
+        error = f"timed out after {spec.timeout_s(args):.3g} s (its process group was killed)" + _tail_note(result.stderr)
+    elif error is None and result.rc is not None and result.rc < 0:
+        error = f"killed by {_signal_name(-result.rc)}" + _tail_note(result.stderr)
     elif error is None and result.rc != 0:
         reason = (data or {}).get("error") if isinstance(data, dict) else None
         error = f"exit {result.rc}: {reason or _last_line(result.stderr) or 'no output'}"
@@ -163,6 +166,20 @@ def _parse_json(stdout: str) -> tuple[Any, str | None]:
         return json.loads(last), None
     except json.JSONDecodeError as exc:
         return None, f"the tool's stdout is not JSON ({exc.msg})"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        name = signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+    # the kernel's OOM killer sends SIGKILL; a box that ran out of memory reads like this
+    return name + (" (out of memory? the OOM killer sends it)" if number == signal.SIGKILL else "")
+
+
+def _tail_note(stderr: str) -> str:
+    last = _last_line(stderr)
+    return f"; stderr ends: {last}" if last else ""
 
 
 def _last_line(text: str) -> str:

@@ -1,4 +1,6 @@
-"""Human-facing gate table: `python -m agent gates --source DIR --sm 90|100|120 [--json]`."""
+"""Human-facing gate table: `python -m agent gates --source DIR --sm 90|100|120 [--json]`.
+
+Exit codes as tools/exitcodes.py (0 done, 2 bad input); errors are one ``error: ...`` line."""
 
 from __future__ import annotations
 
@@ -7,6 +9,8 @@ import json
 import sys
 from pathlib import Path
 
+from tools import exitcodes
+
 from .evaluate import evaluate
 from .kernels import fallbacks_for_kernels, tie_to_dict
 from .model import SM_VERSIONS, _jsonable
@@ -14,12 +18,16 @@ from .scan import scan
 from .source import SourceMissing, default_source
 
 
+GATE_KINDS = ("call", "attr", "const", "env", "assert")  # Gate.kind: how the architecture enters the test
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--source", type=Path, default=None, help="engine source tree (default: the installed sglang package)")
     parser.add_argument("--sm", type=int, required=True, help="compute capability as major*10+minor, e.g. 90, 100, 120")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     parser.add_argument("--kernels", nargs="*", default=[], metavar="NAME", help="tie these kernel names to the gates")
-    parser.add_argument("--kind", action="append", default=None, help="only rows of this kind (call, attr, const, env, assert)")
+    parser.add_argument("--kind", action="append", default=None, choices=GATE_KINDS,
+                        help=f"only rows of this kind ({', '.join(GATE_KINDS)}); repeatable")
     parser.add_argument("--cuda", default=None, help="torch.version.cuda to assume (default: newer than any check)")
 
 
@@ -52,11 +60,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         root = resolve_source(args.source)
     except (SourceMissing, FileNotFoundError) as exc:
-        print(str(exc), file=sys.stderr)
-        return 2
+        print(f"error: {exc}", file=sys.stderr)
+        return exitcodes.BAD_INPUT
     if args.sm not in SM_VERSIONS:
-        print(f"--sm {args.sm} is not a known compute capability; one of {list(SM_VERSIONS)}", file=sys.stderr)
-        return 2
+        print(f"error: --sm {args.sm} is not a known compute capability; one of {list(SM_VERSIONS)}", file=sys.stderr)
+        return exitcodes.BAD_INPUT
     result = scan(root, cuda=args.cuda)
     rows = evaluate(result, args.sm)
     if args.kind:
@@ -71,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
             "kernels": [tie_to_dict(t) for t in ties],
         }
         print(json.dumps(out, indent=1, sort_keys=True))
-        return 0
+        return exitcodes.DONE
     print(f"{root}  sm_{args.sm}  ({len(rows)} gates, {result.files_interpreted}/{result.files_scanned} files interpreted)")
     header = f"{'where':64} {'kind':6} {'guard':10} {'helper':28} {'allowed SMs':22} {'passes':6} guarded path"
     print(header)
@@ -105,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"  lever {lever.get('env') or lever.get('flag')}: {lever}")
         for item in tie.unresolved:
             print(f"  unresolved: {item}")
-    return 0
+    return exitcodes.DONE
 
 
 def main(argv: list | None = None) -> int:

@@ -1,14 +1,19 @@
-"""Command line for kernel grid analysis: ``python -m agent grid`` (human) and
-``python -m tools.kernel_source`` (box side, one JSON object)."""
+"""Command line for kernel grid analysis: ``python -m agent grid`` (human; ``--json`` for the
+report as one JSON object) and ``python -m tools.kernel_source`` (box side, one JSON object).
+Exit codes as tools/exitcodes.py: 0 done, 2 bad input, 1 failure."""
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import sys
 from pathlib import Path
 
+from tools import exitcodes
+
 from .analysis import GridReport, KernelNotFound, analyze
+from .evaluate import normalize_key
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,6 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="an `ncu --csv` export of the kernel: its throughputs, occupancy, stalls and verdict join the diagnosis")
     parser.add_argument("--unaligned-unknown-ints", action="store_true",
                         help="compile int arguments of unknown value without Triton's divisible-by-16 specialization")
+    parser.add_argument("--json", action="store_true", help="print the analysis as one JSON object")
 
 
 class BadInput(ValueError):
@@ -61,6 +67,9 @@ def _number(text: str) -> int | float:
 def analyze_from_args(args: argparse.Namespace) -> GridReport:
     """Run ``analyze`` from parsed arguments; BadInput for unusable ones."""
     shapes = _pairs(args.shape, "--shape", _number)
+    negative = [f"{k}={v}" for k, v in shapes.items() if v < 0]
+    if negative:  # a negative size makes a negative program count, not an error, further on
+        raise BadInput(f"--shape {', '.join(negative)}: a shape is a size, count or flag, never negative")
     dtypes = _pairs(args.dtype, "--dtype", str)
     chosen = None
     if args.config_json:
@@ -73,6 +82,8 @@ def analyze_from_args(args: argparse.Namespace) -> GridReport:
     archs = [a for item in args.arch for a in item.split(",") if a.strip()]
     if args.sms <= 0:
         raise BadInput("--sms must be positive")
+    if args.real_heads is not None and args.real_heads <= 0:
+        raise BadInput("--real-heads must be positive")
     try:
         return analyze(
             args.source,
@@ -97,18 +108,68 @@ def analyze_from_args(args: argparse.Namespace) -> GridReport:
         raise BadInput(str(exc)) from None
 
 
+def _names_in(path: str) -> set[str]:
+    """Every name, parameter and expression text in a Python file (what a pinned shape can match)."""
+    tree = ast.parse(Path(path).read_text())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+            names.add(ast.unparse(node))
+    return names
+
+
+def unused_shapes(report: GridReport, shapes: dict) -> list[str]:
+    """The pinned symbols nothing can read: in neither the kernel's file nor its launcher's (a
+    CUDA kernel's launch is not evaluated, so every symbol). A typo pins nothing, silently, else."""
+    if not shapes:
+        return []
+    if report.kind == "cuda":
+        return list(shapes)
+    files = {report.file} | ({report.launcher["file"]} if report.launcher else set())
+    names = set().union(*(_names_in(f) for f in files))
+    return [k for k in shapes if normalize_key(k) not in names]
+
+
 def run(args: argparse.Namespace) -> int:
-    """Print the analysis as a readable summary, or as JSON with ``--json``."""
+    """Print the analysis as a readable summary, or as JSON with ``--json``; a pinned symbol the
+    kernel and its launcher never mention is bad input (the box side, main, keeps it as given)."""
     try:
         report = analyze_from_args(args)
+        unused = unused_shapes(report, _pairs(args.shape, "--shape", _number))
+        if unused:
+            where = "a CUDA kernel's launch is not evaluated" if report.kind == "cuda" else \
+                f"not a name in {report.file}" + (f" or {report.launcher['file']}" if report.launcher and
+                                                    report.launcher["file"] != report.file else "")
+            raise BadInput(f"--shape {', '.join(unused)}: {where}; nothing would read it "
+                           f"(grid symbols: {', '.join(report.grid_symbols) or 'none'})")
     except BadInput as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return exitcodes.BAD_INPUT
     if getattr(args, "json", False):
         print(json.dumps(report.to_dict(), indent=2, sort_keys=True))
     else:
         print(render(report))
-    return 0
+    return exitcodes.DONE
+
+
+def _resource_cells(usage: dict | None) -> list[str]:
+    """Registers, spills, shared memory of one compile; "not compiled" where none was asked for
+    (--no-compile, --only-chosen), "error" only where a compile was tried and failed."""
+    usage = usage or {}
+    if usage.get("ok"):
+        return [_fmt(usage.get("registers")), _fmt(usage.get("spill_stores")), _fmt(usage.get("shared_per_block"))]
+    if _not_compiled(usage):
+        return ["not compiled", "-", "-"]
+    return ["error", "?", "?"]
+
+
+def _not_compiled(usage: dict) -> bool:
+    error = str(usage.get("error") or "")
+    return error == "compile disabled" or error.startswith("not compiled")
 
 
 def _fmt(value, digits: int = 2) -> str:
@@ -139,13 +200,11 @@ def render(report: GridReport) -> str:
         for arch in report.archs:
             usage = config.resources.get(arch) or {}
             occ = config.occupancy.get(arch) or {}
-            row += [
-                _fmt(usage.get("registers")) if usage.get("ok") else "error",
-                _fmt(usage.get("spill_stores")),
-                _fmt(usage.get("shared_per_block")),
-                _fmt(config.blocks_per_sm.get(arch)),
-                f"{occ['occupancy']:.1%}" if occ else "?",
-                _fmt(config.waves.get(arch)),
+            measured = usage.get("ok") or not _not_compiled(usage)
+            row += _resource_cells(usage) + [
+                _fmt(config.blocks_per_sm.get(arch)) if measured else "-",
+                f"{occ['occupancy']:.1%}" if occ else "?" if measured else "-",
+                _fmt(config.waves.get(arch)) if measured else "-",
             ]
         row += [_fmt(config.trip_counts.get(line)) for line in loop_lines]
         rows.append(row)
@@ -169,9 +228,14 @@ def render(report: GridReport) -> str:
     if report.padding:
         lines.append(f"programs computing only padding heads: {_fmt(report.padding['padding_programs'])} "
                      f"({report.padding['real_heads']} real of {report.padding['padded_heads']} heads)")
+    skipped = sorted({"--no-compile" if usage.get("error") == "compile disabled" else str(usage.get("error"))
+                      for config in report.configs for usage in config.resources.values()
+                      if usage and _not_compiled(usage)})
+    if skipped:
+        lines.append(f"registers, spills, shared memory, occupancy and waves not measured ({'; '.join(skipped)})")
     for config in report.configs:
         for arch, usage in config.resources.items():
-            if usage and not usage.get("ok"):
+            if usage and not usage.get("ok") and not _not_compiled(usage):
                 lines.append(f"compile {config.label} {arch}: {usage.get('error')}")
     diagnosis = report.diagnosis or {}
     if diagnosis.get("ok"):
@@ -201,9 +265,9 @@ def main(argv: list[str] | None = None) -> int:
         report = analyze_from_args(args)
     except BadInput as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return exitcodes.BAD_INPUT
     except Exception as exc:  # the box reports a failure as a result, with the reason
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
+        return exitcodes.FAILED
     print(json.dumps(report.to_dict(), sort_keys=True))
-    return 0
+    return exitcodes.DONE

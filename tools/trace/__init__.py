@@ -20,7 +20,7 @@ from .events import TraceFormatError
 from .hta_compat import hta_kernel_totals
 from .ops import Attribution, DominantOp, OpKernel, OpRow, attribute, operation_of
 from .records import CudaGraphInfo, KernelRow, RankSummary, StepWindow, TraceFile, TraceSummary
-from .summary import CPU_HOST, GPU, summarize
+from .summary import CPU_HOST, GPU, NO_KERNELS_NOTE, summarize
 
 __all__ = [
     "Attribution",
@@ -52,7 +52,7 @@ def dominant(summary: TraceSummary, min_share: float) -> KernelRow | None:
     empty, or when the top kernel's share is below min_share. On a "cpu-host" summary the row is a
     host range (interpreter/CPU time): the caller labels it so.
     """
-    if summary.cuda_graph.hidden or not summary.merged.kernels:
+    if summary.cuda_graph.hidden or not summary.merged.kernels or NO_KERNELS_NOTE in summary.notes:
         return None
     top = summary.merged.kernels[0]
     if top.share is None or top.share < min_share:

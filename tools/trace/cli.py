@@ -12,6 +12,8 @@ import json
 import sys
 from pathlib import Path
 
+from tools import exitcodes
+
 from .events import TraceFormatError
 from .ops import ATTRIBUTED, Attribution, attribute
 from .records import RankSummary, TraceSummary
@@ -152,10 +154,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = analyze()
     except (TraceFormatError, ValueError) as exc:
-        print(f"trace: {exc}", file=sys.stderr)
-        return 2
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)  # the one error form (agent/cli.py)
+        return exitcodes.BAD_INPUT
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, sort_keys=True))
     else:
         print(render(result, top=max(args.top, 0)))
-    return 0
+    return exitcodes.DONE

@@ -26,6 +26,9 @@ GPU_ANNOTATION = "gpu_user_annotation"
 GPU = "gpu"
 CPU_HOST = "cpu-host"
 
+# A GPU trace whose device events are all copies and sets lost its kernels (a profiler that dropped
+# them, a cut file): ranking the copies would name a "dominant kernel" that is not one.
+NO_KERNELS_NOTE = "no kernel events in the trace, only memory copies/sets: the kernels were not recorded, so nothing is ranked"
 CPU_HOST_NOTE = (
     "CPU-only trace (no device activity): the kernels are the outermost host ranges on each thread "
     "(aten ops, record_function ranges named after Triton kernels run by the interpreter); their times "
@@ -45,6 +48,7 @@ class RankEvents:
     kernel_correlations: array = field(default_factory=lambda: array("q"))
     graph_launches: array = field(default_factory=lambda: array("q"))
     runtime_calls: int = 0
+    kernel_events: int = 0  # device events of category "kernel" (the rest are memory copies and sets)
     steps: int = 0
     # (pid, tid) -> (starts, durations, name ids); only used when the trace has no device activity
     host_ranges: dict = field(default_factory=dict)
@@ -72,6 +76,7 @@ class RankEvents:
         self.kernel_correlations.extend(other.kernel_correlations)
         self.graph_launches.extend(other.graph_launches)
         self.runtime_calls += other.runtime_calls
+        self.kernel_events += other.kernel_events
         self.steps += other.steps
         for mine, theirs in ((self.gpu_steps, other.gpu_steps), (self.cpu_steps, other.cpu_steps)):
             for pid, ranges in theirs.items():
@@ -132,6 +137,13 @@ def read_rank_events(path: str | Path) -> tuple[int, dict, dict[str | None, Rank
                 name = event.name
                 dur = event.dur
                 args = event.args
+                if not name or not isinstance(name, str):
+                    # a nameless event would be ranked as a kernel called "": refused, not guessed
+                    raise TraceFormatError(f"{path}: device event {count} (cat {cat!r}) has no name")
+                if isinstance(dur, (int, float)) and not dur >= 0:
+                    raise TraceFormatError(f"{path}: device event {count} ({name!r}) has a negative or NaN dur {dur!r}")
+                if cat == "kernel":
+                    acc.kernel_events += 1
                 try:
                     durations = acc.device_durations.get(name)
                     if durations is None:
@@ -328,7 +340,7 @@ def summarize(
         files.append(TraceFile(path=path, ranks=tuple(sorted(found, key=rank_labels.rank_sort_key)), events=count))
 
     if not per_rank:
-        raise ValueError(f"no kernels, CUDA calls or host ranges in {', '.join(str(p) for p in paths)}")
+        raise TraceFormatError(f"no kernels, CUDA calls or host ranges in {', '.join(str(p) for p in paths)}")
     kind = GPU if any(file_has_device.values()) else CPU_HOST
     if kind == GPU and not all(file_has_device.values()):
         cpu_only = [p for p, has in file_has_device.items() if not has]
@@ -361,6 +373,8 @@ def summarize(
         notes.insert(0, merged.cuda_graph.note)
     if kind == GPU and not merged.kernels and not merged.cuda_graph.hidden and not notes:
         notes.append("no device activity in the trace")
+    if kind == GPU and merged.kernels and not any(acc.kernel_events for acc in per_rank.values()):
+        notes.append(NO_KERNELS_NOTE)
     return TraceSummary(
         kind=kind,
         files=tuple(files),

@@ -1,0 +1,150 @@
+"""Secrets: values of secret-looking environment variables (the target's and the process's) never
+reach the journal, a recorded command line, a finding, an artifact, the checkpoint, the report or
+the run's git history; the box still gets the real values."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agent import redact
+from agent.rundir import RunDir
+from agent.runlog import RunLog, read_events
+from agent.session import Session
+from tools.box import LocalBox
+
+from conftest import DATA, agent, only_run
+
+TARGET_SECRET = "hf_PLANTEDtargetSECRET0123456789"
+PROCESS_SECRET = "sk-PLANTEDprocessSECRET9876543210"
+
+
+@pytest.mark.parametrize("name, secret", [
+    ("HF_TOKEN", True), ("HUGGING_FACE_HUB_TOKEN", True), ("OPENAI_API_KEY", True), ("AWS_SECRET_ACCESS_KEY", True),
+    ("DB_PASSWORD", True), ("GITHUB_TOKEN", True), ("MY_PASSWD", True), ("WANDB_APIKEY", True),
+    ("PWD", False), ("TOKENIZERS_PARALLELISM", False), ("SGLANG_SM120_FLASHMLA_BACKEND", False), ("MONKEY", False),
+    ("PATH", False), ("KEYBOARD", False),
+])
+def test_which_names_look_secret(name, secret):
+    assert redact.looks_secret(name) is secret
+
+
+def test_scrub_by_name_and_by_value(monkeypatch):
+    monkeypatch.setenv("SOME_API_KEY", PROCESS_SECRET)
+    event = {"kind": "tool_result", "args": {"env": {"HF_TOKEN": "short", "SGLANG_X": "triton"}},
+             "argv": ["python", "--env", f"X={PROCESS_SECRET}"], "stderr_tail": f"token {PROCESS_SECRET} refused",
+             "data": {"key": "a journal key, not an environment variable"}}
+    clean = redact.scrub_event(event)
+    assert clean["args"]["env"] == {"HF_TOKEN": redact.PLACEHOLDER, "SGLANG_X": "triton"}
+    assert clean["argv"][-1] == f"X={redact.PLACEHOLDER}"
+    assert PROCESS_SECRET not in json.dumps(clean)
+    assert clean["data"] == event["data"]
+    plain = {"kind": "step_start", "step": "survey"}
+    assert redact.scrub_event(plain) is plain  # nothing to redact: the event itself, untouched
+
+
+def test_resolve_gives_the_box_the_real_values_back():
+    args = {"env": {"HF_TOKEN": redact.PLACEHOLDER, "A": "1", "GONE_TOKEN": redact.PLACEHOLDER},
+            "spec": {"runs": [{"env": {"HF_TOKEN": redact.PLACEHOLDER}}]}}
+    resolved = redact.resolve(args, {"HF_TOKEN": TARGET_SECRET})
+    assert resolved == {"env": {"HF_TOKEN": TARGET_SECRET, "A": "1"},
+                        "spec": {"runs": [{"env": {"HF_TOKEN": TARGET_SECRET}}]}}
+
+
+def test_the_recorded_target_holds_no_secret(tmp_path, monkeypatch):
+    from agent.config import load_target
+
+    monkeypatch.setenv("SERVICE_API_KEY", PROCESS_SECRET)
+    data = yaml.safe_load((DATA / "targets" / "other-shapes.yaml").read_text())
+    data["engine"]["env"]["HF_TOKEN"] = TARGET_SECRET
+    data["description"] = f"deployed with {PROCESS_SECRET}"
+    data["levers"][0]["note"] = f"token {TARGET_SECRET}"
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml.safe_dump(data))
+    target, _ = load_target(str(path))
+    recorded = redact.redact_target(target)
+    dumped = json.dumps(recorded.model_dump(mode="json"))
+    assert TARGET_SECRET not in dumped and PROCESS_SECRET not in dumped
+    assert recorded.engine.env["HF_TOKEN"] == redact.PLACEHOLDER
+    assert recorded.engine.env["SGLANG_SM120_FLASHMLA_BACKEND"] == "triton"  # what is not secret stays
+    assert redact.target_secrets(target) == {"HF_TOKEN": TARGET_SECRET}
+
+
+class SpyBox(LocalBox):
+    """The real local box, noting the command line each command really got."""
+
+    def __init__(self):
+        super().__init__()
+        self.argvs = []
+
+    def run(self, argv, *, timeout_s, env=None):
+        self.argvs.append(list(argv))
+        return super().run(argv, timeout_s=timeout_s, env=env)
+
+
+def test_a_tool_call_journals_no_secret_and_the_box_gets_it(tmp_path, monkeypatch):
+    """One real tool call (the gate scan echoes its environment and its argv carries it):
+    the journal and the stored result hold the placeholder, the box got the value."""
+    monkeypatch.setenv("CI_DEPLOY_TOKEN", PROCESS_SECRET)
+    source = tmp_path / "engine"
+    source.mkdir()
+    (source / "mod.py").write_text(f"# {PROCESS_SECRET}\nimport os\nFAST = os.environ.get('HF_TOKEN') == 'x'\n")
+    run = RunDir.create(tmp_path / "runs", "r1")
+    log = RunLog.create(run.log_path)
+    box = SpyBox()
+    session = Session(run, log, box)
+    session.secrets = {"HF_TOKEN": TARGET_SECRET}
+    redact.remember([TARGET_SECRET])
+    result = session.call("gates.scan", {"sm": 120, "source": str(source), "env": {"HF_TOKEN": redact.PLACEHOLDER}})
+    assert result["ok"], result["error"]
+    assert f"HF_TOKEN={TARGET_SECRET}" in box.argvs[-1]  # the box got the real value
+    assert result["data"]["env"] == {"HF_TOKEN": redact.PLACEHOLDER}
+    text = run.log_path.read_text()
+    assert TARGET_SECRET not in text and PROCESS_SECRET not in text
+    assert f"HF_TOKEN={redact.PLACEHOLDER}" in text  # the recorded command line, redacted
+    assert [e["kind"] for e in read_events(run.log_path)] == ["tool_call", "tool_result"]
+
+
+def _everything_in(run: Path) -> bytes:
+    """Every byte a run left: its files (checkpoint, artifacts, findings, report, journal) and its
+    whole git history, patches and every object, decompressed."""
+    blobs = [p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()]
+    git = ["git", "-C", str(run)]
+    blobs.append(subprocess.run([*git, "log", "-p", "--all", "--format=%H %an %ad %B"], capture_output=True, check=True).stdout)
+    blobs.append(subprocess.run([*git, "cat-file", "--batch-all-objects", "--batch"], capture_output=True, check=True).stdout)
+    return b"\n".join(blobs)
+
+
+@pytest.mark.slow
+def test_a_whole_run_leaks_no_planted_secret(tmp_path):
+    """A secret in the target's environment (and pasted into its notes), and one in the process
+    environment the box passes (pasted into the description): none appears anywhere in the run,
+    and the run still replays byte for byte."""
+    data = yaml.safe_load((DATA / "targets" / "other-shapes.yaml").read_text())
+    data["engine"]["env"]["HF_TOKEN"] = TARGET_SECRET
+    data["description"] = f"{data.get('description', '')} (deployed with {PROCESS_SECRET})"
+    data["levers"][0]["note"] = f"{data['levers'][0].get('note', '')} token {TARGET_SECRET}"
+    target = tmp_path / "secret-shapes.yaml"
+    target.write_text(yaml.safe_dump(data))
+    runs = tmp_path / "runs"
+    out = agent("investigate", target, "--runs-dir", runs, "--decide", "stop", "--budget", "quick", "--json",
+                env={"SERVICE_API_KEY": PROCESS_SECRET})
+    assert out.returncode == 0, out.stderr[-3000:]
+    run = only_run(runs)
+    result = json.loads(out.stdout)  # investigate --json: one object, the README's keys
+    assert result["status"] == "done" and result["exit_code"] == 0 and result["run"] == str(run)
+    assert result["report"] == str(run / "PROFILE_FINDINGS.md") and result["findings"] >= 8
+    everything = _everything_in(run)
+    assert b"PROFILE_FINDINGS.md" in everything and len(everything) > 100_000  # the grep saw the run
+    assert TARGET_SECRET.encode() not in everything
+    assert PROCESS_SECRET.encode() not in everything
+    assert redact.PLACEHOLDER.encode() in (run / "log.jsonl").read_bytes()
+    assert PROCESS_SECRET not in out.stdout + out.stderr and TARGET_SECRET not in out.stdout + out.stderr
+    replay = agent("replay", run, "--out", tmp_path / "replay", "--json")
+    assert replay.returncode == 0, replay.stderr[-3000:]
+    assert json.loads(replay.stdout)["status"] == "done"
+    assert TARGET_SECRET.encode() not in _everything_in(tmp_path / "replay")
