@@ -318,7 +318,8 @@ def predictions_of(by: dict[str, Finding]) -> list[Prediction]:
     options = by.get("options")
     for option in (options.data.get("options", []) if options else []):
         if option.get("name") == "splitk" and option.get("estimate_x") is not None:
-            found.append(Prediction(name=f"option splitk estimate ({option.get('estimate_basis', '')[:160]})",
+            what = option.get("estimate_basis", "").split(" (")[0] or "its estimate"
+            found.append(Prediction(name=f"option splitk estimate: {what}, the rest of the step as measured",
                                     finding=options.stem, predicted_x=option["estimate_x"], interval=None,
                                     basis="the options step's estimate, before the rewrite was built",
                                     measurement="split-K rewrite", verdict_claimed=""))

@@ -106,7 +106,7 @@ class Operation(_Open):
 
 
 class ProfileData(_Data):
-    summary: JSON
+    summary: JSON | None
     dominant: KernelRow | None
     leader: KernelRow | None = None
     complete: bool
@@ -119,6 +119,7 @@ class ProfileData(_Data):
     operation: Operation | None = None
     eager_summary: JSON | None = None
     ncu_csv: str | None = None
+    error: str | None = None  # why the trace could not be read (an incomplete profile)
 
 
 # -- grid -----------------------------------------------------------------------------------------
@@ -207,6 +208,7 @@ class Round2Data(_Open):
 class ReportData(_Data):
     plots: dict[str, str]
     consistency: JSON | None = None
+    timing: JSON | None = None  # the journal's time to the report (runs since 2026-12-01)
 
 
 MODELS: dict[str, type[BaseModel]] = {

@@ -176,3 +176,26 @@ def test_the_engine_reads_no_planted_null_variable():
     sources = [p for p in root.rglob("*.py") if "PERF_INVESTIGATOR_PLANTED_NULL" in p.read_text()]
     assert sources == [], sources
     assert TINY  # the tiny shapes module loaded: this test sees the same engine
+
+
+def test_a_run_that_runs_out_of_memory_is_that_runs_result_and_the_sweep_goes_on(monkeypatch):
+    """One run of a one-process sweep running out of memory (as torch raises it) fails alone, with its
+    kind and error; the next runs, of the same setting too, are measured."""
+    from tools.engines.reference import sweep as sweep_mod
+
+    measure, calls = bench.measure, []
+
+    def flaky(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+        return measure(*args, **kwargs)
+
+    monkeypatch.setattr(bench, "measure", flaky)
+    spec = spec_mod.SweepSpec.model_validate({"base": tiny_spec(batch_sizes=[2], steps=2, warmup=1),
+                                              "runs": [{"label": f"baseline#r{i}"} for i in range(1, 4)]})
+    result = sweep_mod.run(spec)
+    ok = [r["ok"] for r in result["runs"]]
+    assert ok == [True, False, True]
+    failed = result["runs"][1]
+    assert failed["kind"] == "oom" and "out of memory" in failed["error"]

@@ -41,7 +41,7 @@ def test_h200_example_is_a_labelled_stand_in_with_the_declared_gates():
     gates = f["gates"]
     assert "what-if" in gates["labels"]
     assert gates["data"]["what_if"]["sm"] == 90
-    assert gates["data"]["what_if"]["measured"][0][0] == "flashmla"
+    assert gates["data"]["what_if"]["measured"][0]["backend"] == "flashmla"
     ties = gates["data"]["fallback_kernels"]
     assert ties and ties[0]["kernel"] == "_tiled_sparse_decode_kernel"
     report = (H200 / "PROFILE_FINDINGS.md").read_text()

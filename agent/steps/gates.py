@@ -188,7 +188,7 @@ def scan_gates(state: InvestigationState, session: Session) -> Finding:
     target = target_of(state)
     survey, profile = finding_for(state, "survey"), finding_for(state, "profile")
     source = survey.data["software"].get("sglang_dir")
-    kernels = [k["name"] for k in profile.data["summary"]["merged"]["kernels"][:TOP_KERNELS]] if profile else []
+    kernels = [k["name"] for k in profile.data["summary"]["merged"]["kernels"][:TOP_KERNELS]] if profile and profile.data.get("summary") else []
     env = dict(target.engine.env)
     declared_sm, box_sm = target.deployment.sm, typed(survey).box.sm
     declared = session.call("gates.scan", scan_args(source, declared_sm, kernels, env))

@@ -114,7 +114,18 @@ def profile_decode(state: InvestigationState, session: Session) -> Finding:
     }
     setting_data = {"label": setting.label, "env": setting.env, "options": setting.options,
                     "levers": [lever.name for lever in applied]}
-    summary = trace.summarize([session.artifact_path(ref)])
+    try:
+        summary = trace.summarize([session.artifact_path(ref)])
+    except trace.TraceFormatError as exc:
+        # a cut or corrupt trace ranks nothing: the finding says what is wrong with it, and nothing after
+        # it reads a ranking from it
+        return Finding(
+            index=next_index(state), step="profile", headline=f"trace unreadable: {exc}",
+            verdict="incomplete-trace", evidence=seq, labels=interpretation_labels(state) + ["failed"],
+            artifacts={"trace": ref["path"]}, numbers=setting_numbers,
+            data={"summary": None, "dominant": None, "complete": False, "kind": None,
+                  "setting": setting_data, "error": str(exc)},
+        )
     merged = summary.merged
     labels = interpretation_labels(state)
     host_ranges = summary.kind == "cpu-host"

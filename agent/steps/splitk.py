@@ -220,7 +220,8 @@ def build_splitk(state: InvestigationState, session: Session) -> Finding:
     held = consistency.check(findings_of(state) + [interim], target.model_dump(mode="json"))
     mine = [c for c in held.checks if c.measurement == "split-K rewrite"]
     violated = [c for c in mine if c.verdict == "violated"]
-    missed = [c for c in mine if c.verdict == "missed"]
+    # the step's own predictions (from the profiles); the options' earlier estimate is held in the report
+    missed = [c for c in mine if c.verdict == "missed" and c.claim_finding == interim.stem]
     verdict = "model-failed" if violated else ("prediction-missed" if missed else "prediction-holds")
 
     rows = [
