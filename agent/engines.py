@@ -7,6 +7,8 @@ backends the declared hardware's dispatch allows. The reference engine implement
 
 from __future__ import annotations
 
+import json
+
 from dataclasses import dataclass
 from typing import Any
 
@@ -212,6 +214,71 @@ def sweep_args(target: Target, device: str, runs: list[tuple[str, Setting]], bat
         out.append({"label": label, "changes": changes, "env": setting.env})
     return {"label": f"sweep of {len(runs)} runs", "spec": {"base": base, "runs": out},
             "env": runs[0][1].env, "timeout_s": target.engine.timeout_s}
+
+
+# tools/engines/reference/sweep.py: the records a sweep process leaves as each run ends.
+SWEEP_PROGRESS = "sweep_runs.jsonl"
+# A sweep whose process keeps dying is not retried past this many deaths.
+SWEEP_DEATHS = 3
+
+
+def run_sweep(session, target: Target, device: str, runs: list[tuple[str, Setting]], batch: int) -> dict[str, Any]:
+    """``engine.sweep`` over ``runs`` (labels ``SETTING#REPEAT``), going on when the sweep process
+    dies: the runs it finished (its progress file, an artifact of the failed call) are kept, the run it
+    died in is a failed run with the call's error (the signal, the stderr tail), that setting's later
+    runs are not run (it would kill the next process too), and the rest run in a new process; at most
+    SWEEP_DEATHS deaths. Returns the call's record shape (``ok``, ``seq`` the last call's line,
+    ``data`` with ``runs`` in the order asked, each with the ``seq`` of the call that measured it),
+    plus ``seqs`` (every call's line) and ``deaths``. A call that fails with no run finished and no
+    progress (a bad spec, no weights) is returned as it is."""
+    done: dict[str, dict] = {}
+    seqs, meta, deaths, last = [], None, [], None
+    while len(done) < len(runs):
+        remaining = [(label, setting) for label, setting in runs if label not in done]
+        last = session.call("engine.sweep", sweep_args(target, device, remaining, batch))
+        seqs.append(last["seq"])
+        if last["ok"]:
+            meta = meta or {k: v for k, v in last["data"].items() if k != "runs"}
+            done.update({r["label"]: {**r, "seq": last["seq"]} for r in last["data"]["runs"]})
+            break
+        progress = _sweep_progress(session, last)
+        if progress is None:
+            return last  # nothing to go on from: the call's failure is the sweep's
+        meta = meta or progress[0]
+        done.update({r["label"]: {**r, "seq": last["seq"]} for r in progress[1]})
+        if len(progress[1]) >= len(remaining):
+            break
+        died_in = remaining[len(progress[1])][0]
+        deaths.append({"label": died_in, "seq": last["seq"], "error": last["error"]})
+        done[died_in] = {"label": died_in, "ok": False, "kind": "crash", "seq": last["seq"],
+                         "error": f"the sweep process died in this run (engine.sweep, log line {last['seq']}): {last['error']}"}
+        setting = died_in.split("#")[0]
+        for label, _ in remaining:
+            if label not in done and (label.split("#")[0] == setting or len(deaths) >= SWEEP_DEATHS):
+                why = (f"the same setting killed the sweep process in run {died_in}" if label.split("#")[0] == setting
+                       else f"the sweep process died {len(deaths)} times")
+                done[label] = {"label": label, "ok": False, "kind": "not_run", "seq": last["seq"], "error": f"not run: {why}"}
+    return {**last, "ok": True, "error": None, "data": {**meta, "runs": [done[label] for label, _ in runs]},
+            "seqs": seqs, "deaths": deaths}
+
+
+def _sweep_progress(session, result: dict) -> tuple[dict, list[dict]] | None:
+    """(shared facts, finished runs' records) from a failed sweep call's progress file, or None when
+    it left none (it died before its weights were built, or failed in a way that wrote nothing)."""
+    ref = next((a for a in result.get("artifacts") or [] if a["name"] == SWEEP_PROGRESS), None)
+    if ref is None:
+        return None
+    meta, done = None, []
+    for line in session.artifact_path(ref).read_text().splitlines():
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            break  # the line the process was writing when it died
+        if "meta" in entry:
+            meta = entry["meta"]
+        elif "run" in entry:
+            done.append(entry["run"])
+    return (meta, done) if meta is not None else None
 
 
 # tools/engines/reference/spec.py RUN_FIELDS: what one run of a sweep may change.

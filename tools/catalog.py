@@ -34,7 +34,7 @@ def _engine_bench(py: str, args: dict) -> list[str]:
 
 
 def _engine_sweep(py: str, args: dict) -> list[str]:
-    return [py, "-m", "tools.engines.reference", "sweep", "--spec", json.dumps(args["spec"], sort_keys=True)]
+    return [py, "-m", "tools.engines.reference", "sweep", "--spec", json.dumps(args["spec"], sort_keys=True), "--out", OUT_DIR]
 
 
 def _kernel_grid(py: str, args: dict) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent import stats
-from agent.engines import Setting, measured_batch, sweep_args
+from agent.engines import Setting, measured_batch, run_sweep
 from agent.session import Session
 from agent.state import Finding, InvestigationState, Number, Table, finding_for, next_index
 from agent.steps.levers import output_check, ratio_text, sweep_runs
@@ -126,7 +126,7 @@ def measure_what_if(state: InvestigationState, session: Session, box_sm: int) ->
     plan = [(f"{name}#warmup", setting) for name, setting in settings.items()]
     for r in range(1, noise.rewrite_rounds + 1):
         plan += [(f"{name}#r{r}", setting) for name, setting in settings.items()]
-    swept = session.call("engine.sweep", sweep_args(target, device, plan, batch))
+    swept = run_sweep(session, target, device, plan, batch)
     baseline = profile.number("setting_tok_s")
     if not swept["ok"]:
         return [{"backend": b, "sm": box_sm, "tok_s": None, "reference_tok_s": baseline, "x": None,
@@ -155,7 +155,7 @@ def measure_what_if(state: InvestigationState, session: Session, box_sm: int) ->
                                         f"of each (runs are the unit)" if interval.low is not None
                                         else f"{len(pairs)} paired run(s): {interval.note or 'no interval'}"),
                      "output": output, "failed_runs": len(failed), "seq": swept["seq"]})
-    return rows, [swept["seq"]]
+    return rows, list(swept.get("seqs") or [swept["seq"]])
 
 
 def noise_pct(target) -> str:

@@ -6,7 +6,7 @@ from typing import Any
 
 from agent import stats
 from agent.config import Lever, Target
-from agent.engines import (applicability, baseline, baseline_options, best_setting, measured_batch, shapes_for,
+from agent.engines import (applicability, baseline, baseline_options, best_setting, measured_batch, run_sweep, shapes_for,
                            sweep_args, with_lever)
 from agent.session import Session
 from agent.state import Finding, InvestigationState, Number, Table, finding_for, next_index
@@ -67,13 +67,13 @@ def ratio_text(ratio: float | None, low: float | None, high: float | None) -> st
 def sweep_runs(plan: list[dict[str, Any]], labels: list[str], result: dict[str, Any], batch: int) -> list[dict[str, Any]]:
     """The plan's runs with what the engine.sweep ``result`` measured for each (matched by position
     and checked by label): ok, step_ms, samples, tok_s, scale, interpreted, sketch, planted_delay,
-    or error. ``seq`` is the sweep's result line (every run of the sweep rests on it)."""
+    or error. ``seq`` is the line of the sweep call that measured the run (agent.engines.run_sweep)."""
     measured = result["data"]["runs"]
     if [m["label"] for m in measured] != labels:
         raise StepFailed(f"engine.sweep returned {len(measured)} runs that do not match the {len(labels)} asked for")
     runs = []
     for entry, label, rec in zip(plan, labels, measured):
-        run = {**entry, "label": label, "seq": result["seq"], "ok": rec["ok"], "wall_s": rec.get("wall_s")}
+        run = {**entry, "label": label, "seq": rec.get("seq", result["seq"]), "ok": rec["ok"], "wall_s": rec.get("wall_s")}
         rows = [r for r in rec.get("results") or [] if r["batch"] == batch]
         if rec["ok"] and rows:
             row = rows[0]
@@ -152,8 +152,7 @@ def sweep_levers(state: InvestigationState, session: Session) -> Finding:
 
     plan = sweep_plan([lever.name for lever in tried], rounds, rules.warmup_runs)
     labels = [f"{settings[e['setting']].label}#{e['repeat']}" for e in plan]
-    swept = session.call("engine.sweep", sweep_args(target, device, [(label, settings[e["setting"]])
-                                                                     for label, e in zip(labels, plan)], batch))
+    swept = run_sweep(session, target, device, [(label, settings[e["setting"]]) for label, e in zip(labels, plan)], batch)
     if not swept["ok"]:
         raise StepFailed(f"the lever sweep (engine.sweep, log line {swept['seq']}) failed: {swept['error']}")
     runs = sweep_runs(plan, labels, swept, batch)
@@ -249,10 +248,14 @@ def sweep_levers(state: InvestigationState, session: Session) -> Finding:
             f"effect is at least {100 * min_effect:.3g}%; smallest detectable effect {sde_text}; outputs must "
             f"match the baseline's within {100 * rules.output_rtol:.0f}% (norm-relative, sketch of the decode output, "
             f"median row: a request whose expert choice flips on a near tie differs beyond rounding, and is counted); "
-            f"all {len(runs)} runs ran in order in one engine process (engine.sweep, log line {sweep_seq}) on weights "
-            f"built once: each run has its own setting, state, graph capture, warm-up and timed steps, but the "
-            f"process, weights, compiled kernels and allocator are shared, so the intervals leave out "
-            f"process-to-process variation")
+            + (f"all {len(runs)} runs ran in order in one engine process (engine.sweep, log line {sweep_seq}) on weights "
+               if not swept.get("deaths") else
+               f"all {len(runs)} runs ran in order, in {len(swept['seqs'])} engine processes (engine.sweep, log lines "
+               f"{', '.join(map(str, swept['seqs']))}: the process died in "
+               f"{', '.join(d['label'] for d in swept['deaths'])}, and the runs after it went on in a new one) on weights ")
+            + "built once: each run has its own setting, state, graph capture, warm-up and timed steps, but the "
+              "process, weights, compiled kernels and allocator are shared, so the intervals leave out "
+              "process-to-process variation")
     if lever_warmups:
         note += ("; each lever's first run was a warm-up too, discarded (tok/s: "
                  + ", ".join(f"{r['setting']} " + (f"{scale / r['step_ms']:.4g}" if r["ok"] else "failed")
@@ -291,7 +294,8 @@ def sweep_levers(state: InvestigationState, session: Session) -> Finding:
                       "smallest_detectable_effect": sde, "spread_effect": spread, "sde_basis": sde_basis,
                       "budget": rules.budget,
                       "rounds_normal": rules.rounds_for_budget(device, "normal"), "seq": sweep_seq,
-                      "one_process": True, "runs": len(runs), "wall_s": swept["data"].get("wall_s"),
+                      "one_process": not swept.get("deaths"), **({"deaths": swept["deaths"]} if swept.get("deaths") else {}),
+                      "runs": len(runs), "wall_s": swept["data"].get("wall_s"),
                       "weights_s": swept["data"].get("weights_s")},
             "extrapolation": extrapolation,
             "planted": [{"name": r["name"], **r["planted"]} for r in lever_results if r.get("planted")],

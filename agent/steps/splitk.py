@@ -9,7 +9,7 @@ from statistics import stdev
 from typing import Any
 
 from agent import consistency, stats
-from agent.engines import Setting, bench_args, sweep_args
+from agent.engines import Setting, bench_args, run_sweep
 from agent.session import Session
 from agent.state import Finding, InvestigationState, Number, Table, finding_for, findings_of, next_index
 from agent.steps import StepFailed
@@ -132,8 +132,8 @@ def build_splitk(state: InvestigationState, session: Session) -> Finding:
     plan = [("reference#warmup", reference), ("splitk#warmup", setting)]
     for r in range(1, rounds + 1):
         plan += [(f"reference#r{r}", reference), (f"splitk#r{r}", setting)]
-    swept = session.call("engine.sweep", sweep_args(target, device, plan, batch))
-    seqs.append(swept["seq"])
+    swept = run_sweep(session, target, device, plan, batch)
+    seqs.extend(swept.get("seqs") or [swept["seq"]])
     if not swept["ok"]:
         raise StepFailed(f"the rounds alternating the profiled setting and split-K failed: {swept['error']}")
     measured_runs = sweep_runs([{} for _ in plan], [label for label, _ in plan], swept, batch)

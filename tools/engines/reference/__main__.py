@@ -39,6 +39,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--out", required=True, type=Path, help="directory for the trace")
     sweep = sub.add_parser("sweep", help="many bench runs in order in one process, on weights built once")
     sweep.add_argument("--spec", required=True, help="JSON object (spec.SweepSpec), or @path to a JSON file")
+    sweep.add_argument("--out", type=Path, help="folder for the runs' records as they end (sweep.PROGRESS_FILE)")
     check = sub.add_parser("check", help="compare the spec's attention backend with torch and float32")
     check.add_argument("--spec", required=True, help="JSON object, or @path to a JSON file")
     return parser
@@ -104,7 +105,9 @@ def _main(argv: list[str]) -> int:
         if args.command == "check":
             result = check.run(spec)
         elif sweep:
-            result = sweep_mod.run(sweep)
+            if args.out is not None:
+                args.out.mkdir(parents=True, exist_ok=True)
+            result = sweep_mod.run(sweep, args.out)
         else:
             args.out.mkdir(parents=True, exist_ok=True)
             result = bench.run(spec, args.out)

@@ -19,6 +19,7 @@ import contextlib
 import gc
 import json
 import os
+import signal
 import sys
 import time
 import traceback
@@ -65,10 +66,30 @@ def _failure(exc: BaseException) -> tuple[str, str]:
     return kind, f"{type(exc).__name__}: {first}"
 
 
+# The file in the output folder where each run's record is written as soon as the run ends: a sweep
+# process that dies (a segfault, the OOM killer) leaves the runs it finished, and the agent goes on
+# from the next run in a new process (agent.engines.run_sweep).
+PROGRESS_FILE = "sweep_runs.jsonl"
+# Fault injection for tests: a run whose environment sets this to 1 kills its own process, as a lever
+# that crashes the engine would.
+CRASH_ENV = "PERF_INVESTIGATOR_CRASH"
+
+
+def _progress(out_dir: Path | None, record: dict) -> None:
+    if out_dir is None:
+        return
+    with open(out_dir / PROGRESS_FILE, "a") as handle:
+        handle.write(json.dumps(record, sort_keys=True) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
 def run(spec: SweepSpec, out_dir: Path | None = None) -> dict:
     """Every run of ``spec`` in order; returns the result object (``ok`` true, ``runs`` one entry a
     run: label, ok, the run's setting and env, results (one row a batch size, as engine.bench's),
-    wall_s; or error and kind). Weight building failures propagate (the CLI reports them)."""
+    wall_s; or error and kind). Weight building failures propagate (the CLI reports them). With
+    ``out_dir``, the sweep's shared facts and then each run's record are appended to PROGRESS_FILE
+    there as they are known, and the file is removed when the sweep ends (the result holds it all)."""
     base = spec.base
     device = bench.resolve_device(base.device)
     interpreter = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
@@ -78,6 +99,7 @@ def run(spec: SweepSpec, out_dir: Path | None = None) -> dict:
     with torch.inference_mode():
         shapes, weights = bench.build_weights(base, device)
         weights_s = time.perf_counter() - started
+        _progress(out_dir, {"meta": _meta(base, shapes, device, interpreter, weights_s, len(spec.runs))})
         for i, entry in enumerate(spec.runs):
             run_spec = spec.spec_of(i)
             t0 = time.perf_counter()
@@ -90,6 +112,8 @@ def run(spec: SweepSpec, out_dir: Path | None = None) -> dict:
                     raise _NotRetried(f"not run: the same setting failed in run {broken[key][0] + 1} of this sweep "
                                       f"({broken[key][1]})", broken[key][2])
                 with _environment(entry.env):
+                    if os.environ.get(CRASH_ENV) == "1":
+                        os.kill(os.getpid(), signal.SIGKILL)
                     attend = load_backend(run_spec.attention)
                     rows = [bench.measure(run_spec, shapes, weights, batch, device, attend)
                             for batch in run_spec.batch_sizes]
@@ -109,10 +133,18 @@ def run(spec: SweepSpec, out_dir: Path | None = None) -> dict:
                     torch.cuda.empty_cache()
             record["wall_s"] = time.perf_counter() - t0
             runs.append(record)
+            _progress(out_dir, {"run": record})
             bench._log(f"run {i + 1}/{len(spec.runs)} {entry.label}: {summary} ({record['wall_s']:.2f} s)")
             gc.collect()
+    if out_dir is not None:  # the result holds every record: the progress file is only for a process that dies
+        (out_dir / PROGRESS_FILE).unlink(missing_ok=True)
+    return {"ok": True, **_meta(base, shapes, device, interpreter, weights_s, len(spec.runs)), "runs": runs,
+            "wall_s": time.perf_counter() - started}
+
+
+def _meta(base, shapes, device, interpreter: bool, weights_s: float, n_runs: int) -> dict:
+    """What every run of the sweep shares: the engine, device, versions, shapes, extrapolation, notes."""
     return {
-        "ok": True,
         "engine": "reference",
         "sweep": True,
         "device": bench.device_info(device),
@@ -120,11 +152,9 @@ def run(spec: SweepSpec, out_dir: Path | None = None) -> dict:
         "interpreter": interpreter,  # TRITON_INTERPRET in the process; each run says whether it ran interpreted
         "shapes": shapes.model_dump(),
         "extrapolation": bench.extrapolation(shapes, base),
-        "runs": runs,
         "weights_s": weights_s,
-        "wall_s": time.perf_counter() - started,
         "notes": bench.notes(base, shapes, device, interpreter) + [
-            f"{len(spec.runs)} runs in one process on weights built once ({weights_s:.3g} s): each run has its own "
+            f"{n_runs} runs in one process on weights built once ({weights_s:.3g} s): each run has its own "
             f"setting, state, graph capture, warm-up and timed steps; the process, weights, compiled and autotuned "
             f"kernels and the allocator are shared, so the run-to-run spread leaves out process-to-process variation"],
     }
