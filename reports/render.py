@@ -114,7 +114,7 @@ def interval_text(interval: tuple[float, float] | None, spec: str = ".3g") -> st
 
 def consistency_table(held: Consistency) -> Table:
     """Every bound and prediction against every measurement it covers, with the verdict."""
-    rows = [[c.kind, c.claim, c.claim_finding, fmt_spread(c.claim_x, c.claim_spread) if c.claim_spread is not None else c.claim_x,
+    rows = [[c.kind, c.claim, c.claim_finding, fmt_spread(c.claim_x, c.claim_spread) if c.claim_spread is not None else f"{c.claim_x:.4g}",
              interval_text(c.claim_interval), c.measurement,
              c.measurement_finding, c.measured_x, interval_text(c.measured_interval), c.verdict, c.note or "-"]
             for c in held.checks]
@@ -123,9 +123,11 @@ def consistency_table(held: Consistency) -> Table:
                           "measured (x)", "measured interval", "verdict", "noise of the comparison"],
                  rows=rows,
                  note="a bound applies to every measurement whose setting differs from the bound's only in the operation "
-                      "it speeds up; it is violated when the measurement's whole interval lies above it; a prediction "
-                      "misses when its interval and the measurement's do not overlap; x: throughput against the "
-                      "bound's reference setting")
+                      "it speeds up; it is violated when the measurement's whole interval lies above it, and within noise "
+                      "of it when only the point does; a prediction misses when its interval and the measurement's do not "
+                      "overlap; a prediction's interval is the profiled steps' window spread, not a confidence interval; "
+                      "a measured interval is its comparison's 95% interval; x: throughput against the bound's "
+                      "reference setting; claims to four digits, or to the digits their spread supports")
 
 
 def render_report(findings: list[Finding], decision: dict[str, Any] | None, run: dict[str, Any],

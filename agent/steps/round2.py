@@ -248,12 +248,13 @@ def round2(state: InvestigationState, session: Session) -> Finding:
     # interval's half-width): the goal is reachable, or not, only when it lies outside both.
     # and to how far this run's own bounds and predictions have already been off (its consistency
     # check's failures): an Amdahl bound the run saw beaten by x% is not trusted to better than x%.
+    # Only the operation-level claims speak for this operation-level bound.
     model_error = max((abs(c.measured_x / c.claim_x - 1) for c in
-                       consistency.check(findings_of(state), target.model_dump(mode="json")).failures if c.claim_x),
-                      default=0.0)
+                       consistency.check(findings_of(state), target.model_dump(mode="json")).failures
+                       if c.claim_x and "operation" in c.claim), default=0.0)
     uncertainty = (spread or 0.0) + (splitk.numbers["measured_x"].spread or 0.0) + model_error
     parts = ("the bound's spread, the measured tok/s's interval"
-             + (f" and this run's model error so far ({100 * model_error:.2g}%)" if model_error else ""))
+             + (f" and this run's operation-level model error so far ({100 * model_error:.2g}%)" if model_error else ""))
     if ceiling_tok_s / (1 + uncertainty) >= goal:
         reachable, reach = True, "reachable"
     elif ceiling_tok_s * (1 + uncertainty) < goal:
