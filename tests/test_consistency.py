@@ -64,14 +64,16 @@ def test_the_old_cpu_journal_keeps_interpreted_and_native_apart():
 
 
 def _planted(findings: list[Finding], factor: float) -> list[Finding]:
-    """The fresh run's split-K measurement set ``factor`` times above the largest bound it states."""
+    """The fresh run's split-K measurement moved so its interval's low end lies ``factor`` times above
+    the largest bound the run states."""
     out = []
     for f in findings:
         if f.step == "splitk":
             f = f.model_copy(deep=True)
             bound = max(n.value for k, n in next(g for g in findings if g.step == "ceiling").numbers.items()
                         if k.endswith("instant_x") or k in ("instant_speedup", "timed_instant_speedup"))
-            scale = bound * factor / f.numbers["measured_x"].value
+            # the whole interval above the bound: its low end at factor x the bound, its noise moved with it
+            scale = bound * factor / f.data["measured_interval"][0]
             f.numbers["measured_x"].value *= scale
             f.numbers["splitk_tok_s"].value *= scale
             f.data["measured_interval"] = [v * scale for v in f.data["measured_interval"]]  # its noise moves with it
