@@ -164,8 +164,9 @@ def floors_table(floors: dict[str, Any], total: float) -> Table:
     rows = [[k["kernel"], k["calls"], k["ms"], k["bytes"], k["flops"], k["floor_ms"], k["floor_from"] or k["note"],
              k["headroom"], k["bound_x"], k["instant_x"]] for k in floors["kernels"]]
     if len(rows) > 1:
-        rows.append([f"all {len(rows)}", sum(k["calls"] or 0 for k in floors["kernels"]), floors["ms"],
-                     None, None, floors["floor_ms"], f"{len(floors['without_floor'])} without a floor: instant",
+        unfloored = sum(1 for k in floors["kernels"] if k["floor_ms"] is None)
+        rows.append([f"all {len(rows)} parts", sum(k["calls"] or 0 for k in floors["kernels"]), floors["ms"],
+                     None, None, floors["floor_ms"], f"{unfloored} without a floor: instant",
                      None, floors["bound_x"], floors["instant_x"]])
     rates = floors["rates"]
     note = (f"floor = max(bytes / {rates['gb_s']:.4g} GB/s copy bandwidth, FLOPs / {rates['tflop_s']:.4g} TFLOP/s "
