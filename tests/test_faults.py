@@ -111,10 +111,14 @@ HANG = ("import subprocess, sys, time\n"
         "time.sleep(300)\n")
 
 
-def test_a_hanging_tool_times_out_and_its_process_group_is_killed(monkeypatch):
-    spec = CATALOG["kernel.grid"]
-    monkeypatch.setitem(CATALOG, "kernel.grid", replace(spec, command=lambda py, a: [py, "-c", HANG],
+def _grid_runs(monkeypatch, script: str) -> None:
+    """kernel.grid, as the catalog runs it, replaced by ``script`` with a 1 s timeout."""
+    monkeypatch.setitem(CATALOG, "kernel.grid", replace(CATALOG["kernel.grid"], command=lambda py, a: [py, "-c", script],
                                                         timeout_s=lambda a: 1.0))
+
+
+def test_a_hanging_tool_times_out_and_its_process_group_is_killed(monkeypatch):
+    _grid_runs(monkeypatch, HANG)
     started = time.monotonic()
     record, raw = run_tool(LocalBox(), "kernel.grid", {"kernel": "k", "sms": 1})
     raw.cleanup()
@@ -163,9 +167,7 @@ def test_a_tool_killed_by_a_signal_reads_as_that_signal(number, name):
 def test_a_tool_whose_child_keeps_its_pipes_open_does_not_hang_the_run(monkeypatch):
     # the child leaves the process group (its own session) and holds stdout: the kill cannot reach it
     escape = HANG.replace("subprocess.Popen(['sleep', '300'])", "subprocess.Popen(['sleep', '30'], start_new_session=True)")
-    spec = CATALOG["kernel.grid"]
-    monkeypatch.setitem(CATALOG, "kernel.grid", replace(spec, command=lambda py, a: [py, "-c", escape],
-                                                        timeout_s=lambda a: 1.0))
+    _grid_runs(monkeypatch, escape)
     started = time.monotonic()
     record, raw = run_tool(LocalBox(), "kernel.grid", {"kernel": "k", "sms": 1})
     raw.cleanup()
@@ -175,9 +177,7 @@ def test_a_tool_whose_child_keeps_its_pipes_open_does_not_hang_the_run(monkeypat
 
 @pytest.mark.slow
 def test_a_hanging_tool_is_recorded_in_the_finding(other_run, tmp_path, monkeypatch):
-    spec = CATALOG["kernel.grid"]
-    monkeypatch.setitem(CATALOG, "kernel.grid", replace(spec, command=lambda py, a: [py, "-c", HANG],
-                                                        timeout_s=lambda a: 1.0))
+    _grid_runs(monkeypatch, HANG)
     state, session = _grid_session(other_run, tmp_path)
     finding = read_grid(state, session)
     assert "failed" in finding.labels and "could not be read" in finding.headline

@@ -55,16 +55,22 @@ def test_resolve_gives_the_box_the_real_values_back():
                         "spec": {"runs": [{"env": {"HF_TOKEN": TARGET_SECRET}}]}}
 
 
+def _planted_target(path: Path) -> Path:
+    """other-shapes with HF_TOKEN in its engine environment and pasted into a lever's note, and the
+    process secret pasted into its description."""
+    data = yaml.safe_load((DATA / "targets" / "other-shapes.yaml").read_text())
+    data["engine"]["env"]["HF_TOKEN"] = TARGET_SECRET
+    data["description"] = f"{data.get('description', '')} (deployed with {PROCESS_SECRET})"
+    data["levers"][0]["note"] = f"{data['levers'][0].get('note', '')} token {TARGET_SECRET}"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
 def test_the_recorded_target_holds_no_secret(tmp_path, monkeypatch):
     from agent.config import load_target
 
     monkeypatch.setenv("SERVICE_API_KEY", PROCESS_SECRET)
-    data = yaml.safe_load((DATA / "targets" / "other-shapes.yaml").read_text())
-    data["engine"]["env"]["HF_TOKEN"] = TARGET_SECRET
-    data["description"] = f"deployed with {PROCESS_SECRET}"
-    data["levers"][0]["note"] = f"token {TARGET_SECRET}"
-    path = tmp_path / "t.yaml"
-    path.write_text(yaml.safe_dump(data))
+    path = _planted_target(tmp_path / "t.yaml")
     target, _ = load_target(str(path))
     recorded = redact.redact_target(target)
     dumped = json.dumps(recorded.model_dump(mode="json"))
@@ -124,12 +130,7 @@ def test_a_whole_run_leaks_no_planted_secret(tmp_path):
     """A secret in the target's environment (and pasted into its notes), and one in the process
     environment the box passes (pasted into the description): none appears anywhere in the run,
     and the run still replays byte for byte."""
-    data = yaml.safe_load((DATA / "targets" / "other-shapes.yaml").read_text())
-    data["engine"]["env"]["HF_TOKEN"] = TARGET_SECRET
-    data["description"] = f"{data.get('description', '')} (deployed with {PROCESS_SECRET})"
-    data["levers"][0]["note"] = f"{data['levers'][0].get('note', '')} token {TARGET_SECRET}"
-    target = tmp_path / "secret-shapes.yaml"
-    target.write_text(yaml.safe_dump(data))
+    target = _planted_target(tmp_path / "secret-shapes.yaml")
     runs = tmp_path / "runs"
     out = agent("investigate", target, "--runs-dir", runs, "--decide", "stop", "--budget", "quick", "--json",
                 env={"SERVICE_API_KEY": PROCESS_SECRET})

@@ -133,21 +133,19 @@ def measure_what_if(state: InvestigationState, session: Session, box_sm: int) ->
                  "seq": swept["seq"], "error": swept["error"]} for b in backends], [swept["seq"]]
     runs = sweep_runs([{} for _ in plan], [label for label, _ in plan], swept, batch)
     by_label = {label: run for (label, _), run in zip(plan, runs)}
+    references = [by_label[f"profiled#r{r}"] for r in range(1, noise.rewrite_rounds + 1)]
     rows = []
     for b in backends:
-        pairs = [(by_label[f"profiled#r{r}"]["step_ms"], by_label[f"{b}#r{r}"]["step_ms"])
-                 for r in range(1, noise.rewrite_rounds + 1)
-                 if by_label[f"profiled#r{r}"]["ok"] and by_label[f"{b}#r{r}"]["ok"]]
-        failed = [by_label[f"{b}#r{r}"]["error"] for r in range(1, noise.rewrite_rounds + 1) if not by_label[f"{b}#r{r}"]["ok"]]
+        measured = [by_label[f"{b}#r{r}"] for r in range(1, noise.rewrite_rounds + 1)]
+        pairs = [(a["step_ms"], m["step_ms"]) for a, m in zip(references, measured) if a["ok"] and m["ok"]]
+        failed = [m["error"] for m in measured if not m["ok"]]
         interval = stats.paired_interval(pairs, noise.confidence)
         if interval.ratio is None:
             rows.append({"backend": b, "sm": box_sm, "tok_s": None, "reference_tok_s": baseline, "x": None,
                          "seq": swept["seq"], "error": "; ".join(sorted(set(failed))) or "no round measured both"})
             continue
-        ref_sketch = next((by_label[f"profiled#r{r}"]["sketch"] for r in range(1, noise.rewrite_rounds + 1)
-                           if by_label[f"profiled#r{r}"]["ok"] and by_label[f"profiled#r{r}"].get("sketch")), None)
-        output = output_check(ref_sketch, [by_label[f"{b}#r{r}"].get("sketch") for r in range(1, noise.rewrite_rounds + 1)
-                                           if by_label[f"{b}#r{r}"]["ok"]], noise.output_rtol)
+        ref_sketch = next((a["sketch"] for a in references if a["ok"] and a.get("sketch")), None)
+        output = output_check(ref_sketch, [m.get("sketch") for m in measured if m["ok"]], noise.output_rtol)
         rows.append({"backend": b, "sm": box_sm, "tok_s": baseline * interval.ratio, "reference_tok_s": baseline,
                      "x": interval.ratio, "interval": [interval.low, interval.high] if interval.low is not None else None,
                      "interval_basis": (f"{100 * noise.confidence:.0f}% t-interval over {len(pairs)} rounds alternating "

@@ -153,11 +153,12 @@ def profile_decode(state: InvestigationState, session: Session) -> Finding:
     categories = [[name, total / 1000, total / merged.kernel_time_us if merged.kernel_time_us else 0.0]
                   for name, total in sorted(merged.categories.items(), key=lambda item: -item[1])]
     unit = "host range" if host_ranges else "kernel"
+    idle_in_steps = in_step_idle_share(merged)
     if top:
         headline = (f"{top.name} is {100 * top.share:.1f}% of {unit} time ({fmt(top.total_us / 1000, '.3g')} of "
                     f"{fmt(kernel_ms, '.4g')} ms over {steps} decode steps at batch {batch}, {setting.label}); "
-                    + (f"{'host' if host_ranges else 'GPU'} idle {100 * in_step_idle_share(merged):.1f}% inside the steps"
-                       if in_step_idle_share(merged) is not None else f"GPU idle {100 * merged.idle_share:.1f}% of the window"))
+                    + (f"{'host' if host_ranges else 'GPU'} idle {100 * idle_in_steps:.1f}% inside the steps"
+                       if idle_in_steps is not None else f"GPU idle {100 * merged.idle_share:.1f}% of the window"))
     else:
         leader = merged.kernels[0] if merged.kernels else None
         headline = (f"no dominant kernel: the largest, {leader.name if leader else '-'}, is "
@@ -182,7 +183,7 @@ def profile_decode(state: InvestigationState, session: Session) -> Finding:
                                                   label=f"{where} idle between profiled steps (the profiler's sync and prof.step())", seqs=seq)
         # Busy time lies inside the steps, so the idle inside them is their window less it: the share the
         # workload leaves idle, without the profiler's own gaps between steps.
-        in_step_idle = merged.in_step_window_us * (in_step_idle_share(merged) or 0.0)
+        in_step_idle = merged.in_step_window_us * (idle_in_steps or 0.0)
         numbers["in_step_idle_ms"] = Number(value=in_step_idle / 1000, unit="ms",
                                             label=f"{where} idle inside the profiled steps (their window less busy time)", seqs=seq)
         if merged.in_step_window_us > 0:
