@@ -84,9 +84,21 @@ def _normalize(text: str) -> str:
     return text.replace(str(_sglang_root()), "<sglang>").replace(str(ROOT), "<repo>")
 
 
+# Wall-clock readings: they differ from run to run, so they are no part of what a tool computes.
+VOLATILE_KEYS = {"compile_seconds"}
+
+
+def _without_volatile(value):
+    if isinstance(value, dict):
+        return {k: _without_volatile(v) for k, v in value.items() if k not in VOLATILE_KEYS}
+    if isinstance(value, list):
+        return [_without_volatile(v) for v in value]
+    return value
+
+
 def run_case(args: list[str]) -> dict:
     proc = subprocess.run([sys.executable, "-m", "agent", *args], cwd=ROOT, capture_output=True, text=True, timeout=900)
-    return {"rc": proc.returncode, "stdout": json.loads(_normalize(proc.stdout)) if proc.stdout.strip().startswith(("{", "["))
+    return {"rc": proc.returncode, "stdout": _without_volatile(json.loads(_normalize(proc.stdout))) if proc.stdout.strip().startswith(("{", "["))
             else _normalize(proc.stdout), "stderr_last": _normalize(proc.stderr.strip().splitlines()[-1]) if proc.stderr.strip() else ""}
 
 
