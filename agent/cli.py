@@ -21,7 +21,7 @@ DEFAULT_RUNS = Path(os.environ.get("PERF_INVESTIGATOR_RUNS", "runs"))
 
 
 def _box(args):
-    from tools.box import LocalBox
+    from agent.box.local import LocalBox
 
     if args.box != "local":
         raise SystemExit(_fail(f"--box {args.box}: only 'local' is built so far (SSH boxes come later)",
@@ -130,14 +130,16 @@ def cmd_investigate(args) -> int:
     box = _box(args)
     progress = make_progress()
     ask = make_ask(progress) if sys.stdin.isatty() and not args.decide else None
-    if args.resume:
-        # RUN is a run's directory or its id under --runs-dir; a TARGET given too must be the run's own
-        outcome = runner.resume(args.resume, box, args.decide, ask, progress, runs_dir=Path(args.runs_dir),
-                                target_ref=args.target)
-    else:
-        outcome = runner.investigate(args.target, Path(args.runs_dir), box, args.decide, ask, progress,
-                                     run_id=args.run_id, argv=sys.argv[1:], budget=args.budget)
-    getattr(progress, "close", lambda: None)()
+    try:
+        if args.resume:
+            # RUN is a run's directory or its id under --runs-dir; a TARGET given too must be the run's own
+            outcome = runner.resume(args.resume, box, args.decide, ask, progress, runs_dir=Path(args.runs_dir),
+                                    target_ref=args.target)
+        else:
+            outcome = runner.investigate(args.target, Path(args.runs_dir), box, args.decide, ask, progress,
+                                         run_id=args.run_id, argv=sys.argv[1:], budget=args.budget)
+    finally:
+        progress.close()  # before the outcome prints: the live line is erased, not left above it
     return _report(outcome, args)
 
 
@@ -169,7 +171,12 @@ def cmd_replay(args) -> int:
     from agent import runner
     from agent.progress import make_progress
 
-    return _report(runner.replay(Path(args.run), Path(args.out) if args.out else None, make_progress()), args)
+    progress = make_progress()
+    try:
+        outcome = runner.replay(Path(args.run), Path(args.out) if args.out else None, progress)
+    finally:
+        progress.close()
+    return _report(outcome, args)
 
 
 def cmd_report(args) -> int:
@@ -179,9 +186,8 @@ def cmd_report(args) -> int:
 
     try:
         text = runner.render(Path(args.run))
-    except (RunDirError, CorruptLog, StopIteration) as exc:
-        return _fail(str(exc) or f"{args.run}: not a finished run", exitcodes.BAD_INPUT, args, run=args.run,
-                     out=args.out, markdown=None)
+    except (RunDirError, CorruptLog) as exc:
+        return _fail(str(exc), exitcodes.BAD_INPUT, args, run=args.run, out=args.out, markdown=None)
     if args.out:
         Path(args.out).write_text(text)
     if args.json:

@@ -14,7 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent.state import Finding, InvestigationState, StepName, finding_for
+from agent.state import InvestigationState, finding_for
+from schema.finding import Finding, StepName
 
 JSON = dict[str, Any]
 

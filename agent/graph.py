@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from langgraph.graph import END, START, StateGraph
 
 from agent import routes
+from agent.config import Target
 from agent.session import Session
 from agent.state import InvestigationState
 from agent.steps import as_node
@@ -24,7 +25,12 @@ from agent.steps.survey import survey_box
 
 @dataclass
 class RunContext:
+    """What every node of a run reads beside the state, as LangGraph carries a run's configuration:
+    the session its tool calls go through, and the validated target (not checkpointed: each attempt,
+    resume or replay builds it from the target its journal recorded)."""
+
     session: Session
+    target: Target
 
 
 def build_graph(checkpointer=None):

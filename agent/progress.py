@@ -1,15 +1,45 @@
-"""Progress while a run works: a live line on a terminal, plain timestamped lines otherwise."""
+"""Progress while a run works: what a session reports (Progress), shown as a live line on a terminal,
+plain timestamped lines otherwise, or not at all. Whoever makes a progress view closes it (the CLI)."""
 
 from __future__ import annotations
 
 import sys
 import time
 from contextlib import contextmanager
-from typing import Iterator, TextIO
+from typing import Any, Iterator, Protocol, TextIO
 
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
+
+
+class Progress(Protocol):
+    def step_started(self, step: str) -> None: ...
+    def step_finished(self, step: str, headline: str) -> None: ...
+    def tool_started(self, step: str, tool: str, summary: str) -> None: ...
+    def tool_finished(self, step: str, tool: str, ok: bool, duration_s: float, error: str | None) -> None: ...
+    def note(self, text: str) -> None: ...
+
+
+class SilentProgress:
+    def step_started(self, step): pass
+    def step_finished(self, step, headline): pass
+    def tool_started(self, step, tool, summary): pass
+    def tool_finished(self, step, tool, ok, duration_s, error): pass
+    def note(self, text): pass
+
+
+def summarize_args(tool: str, args: dict[str, Any]) -> str:
+    """A short human line for a tool call (progress view only; never parsed)."""
+    if tool == "engine.bench":
+        spec = args.get("spec", {})
+        return f"attention={spec.get('attention')} batches={spec.get('batch_sizes')}" + (
+            " +trace" if spec.get("profile") else "") + (f" [{args['label']}]" if args.get("label") else "")
+    if tool == "engine.sweep":
+        runs = args.get("spec", {}).get("runs", [])
+        return f"{len(runs)} runs in one process" + (f" [{args['label']}]" if args.get("label") else "")
+    keys = [k for k in ("kernel", "sm", "arch") if k in args]
+    return " ".join(f"{k}={args[k]}" for k in keys)
 
 
 class PlainProgress:

@@ -17,12 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from agent import runner
-from tools import exitcodes
 from agent.config import TargetError, parse_target
+from agent.progress import Progress, SilentProgress, summarize_args
 from agent.rundir import RunDir, RunDirError
 from agent.runlog import FORMAT, LOG_NAME, CorruptLog, RunLog, read_events, utc_now
-from agent.session import Divergence, Progress, Served, Session, SilentProgress, summarize_args
-from agent.state import Finding
+from agent.session import Divergence
+from agent.session.live import LiveSession
+from agent.session.replay import Served
+from schema.finding import Finding
+from tools import exitcodes
 
 # Result fields the journal adds to every event; the rest of a tool_result is the tool's record.
 _EVENT_FIELDS = {"seq", "ts", "attempt", "kind", "step", "step_run", "call", "tool", "artifacts"}
@@ -42,7 +45,7 @@ class RecordedClock:
         return self.now
 
 
-class RegenerateSession(Session):
+class RegenerateSession(LiveSession):
     """A live session whose tools are not run: each call is the recorded run's next call of the step
     (same tool, same arguments), journaled anew at its recorded times with its recorded result and
     artifacts. A call the recorded run did not make, or one it made that the code no longer makes, is
@@ -147,9 +150,7 @@ def regenerate(source_path: Path, out_path: Path, progress: Progress | None = No
     state0 = {**initial, "target": target.model_dump(mode="json"), "findings": [], "decision": None}
     log.append("initial_state", state=state0)
     session = RegenerateSession(run, log, source, events, clock, progress or SilentProgress())
-    outcome = runner._drive(run, session, log, state0, start.get("decide") or "auto", None,
-                            progress or SilentProgress())
-    return outcome
+    return runner.drive(run, session, log, state0, start.get("decide") or "auto", None)
 
 
 def main(argv: list[str] | None = None) -> int:

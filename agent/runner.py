@@ -21,21 +21,24 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
 from agent import consistency, redact
-from tools import exitcodes
+from agent.box.catalog import run_tool
+from agent.box.interface import Box
 from agent.config import Target, TargetError, load_target, parse_target, with_budget
-from agent.engines import backend_for, baseline
+from agent.engine_runs import backend_for, baseline
 from agent.graph import RunContext, build_graph
+from agent.progress import Progress, SilentProgress
 from agent.rundir import (BUNDLE, REPORT, CommitSpec, RunDir, RunDirError, check_run_id, check_runs_dir, lock_holder,
                           resolve_run)
 from agent.runlog import (FORMAT, LOG_NAME, CorruptLog, JournalWriteError, RunLog, UnknownFormat, fault_point,
                           journal_format, read_events)
-from agent.session import Divergence, Progress, ReplaySession, Served, Session, SilentProgress
-from agent.state import Finding
+from agent.session import Divergence, Session
+from agent.session.live import LiveSession
+from agent.session.replay import ReplaySession, Served
 from agent.steps import StepFailed
 from agent.steps.options import resolve_choice
 from reports.render import render_finding, render_report
-from tools.box import Box
-from tools.catalog import run_tool
+from schema.finding import Finding
+from tools import exitcodes
 
 SGLANG_HINT = "pip install --no-deps sglang==0.5.23"
 REPLAY_NOTES = "replay.jsonl"  # a replay's own journal (what it served and how it ended), never committed
@@ -110,9 +113,8 @@ def investigate(target_ref: str, runs_dir: Path, box: Box, decide: str | None, a
     except JournalWriteError as exc:
         run.unlock()
         return Outcome("failed", f"the run cannot start: {exc}", run.root, 1)
-    session = Session(run, log, box, progress)
-    session.secrets = secrets
-    return _drive(run, session, log, state0, decide, ask, progress)
+    session = LiveSession(run, log, box, progress, secrets=secrets)
+    return drive(run, session, log, state0, decide, ask)
 
 
 def resume(run_ref: str | Path, box: Box, decide: str | None, ask: Ask | None = None,
@@ -131,9 +133,7 @@ def resume(run_ref: str | Path, box: Box, decide: str | None, ask: Ask | None = 
     try:
         log = RunLog.reopen(run.log_path)
         events = log.events()
-        state0 = next((e["state"] for e in events if e["kind"] == "initial_state"), None)
-        if state0 is None:
-            raise CorruptLog(f"{run.log_path}: no initial_state event (the journal was cut before the run began)")
+        state0 = initial_state(events, run.log_path)
         if target_ref is not None:
             _same_target(target_ref, run, state0)
     except BadInput as exc:
@@ -154,9 +154,8 @@ def resume(run_ref: str | Path, box: Box, decide: str | None, ask: Ask | None = 
     except JournalWriteError as exc:
         run.unlock()
         return Outcome("failed", str(exc), run.root, 1)
-    session = Session(run, log, box, progress)
-    session.secrets = redact.secrets_for_resume(events)
-    return _drive(run, session, log, state0, decide, ask, progress, resuming=True)
+    session = LiveSession(run, log, box, progress, secrets=redact.secrets_for_resume(events))
+    return drive(run, session, log, state0, decide, ask, resuming=True)
 
 
 def _same_target(target_ref: str, run: RunDir, state0: dict) -> None:
@@ -185,8 +184,16 @@ def _sync_finished(run: RunDir) -> None:
         sync_commits(run, values.get("findings", []))
 
 
+def initial_state(events: list[dict], log_path: Path) -> dict:
+    """The graph's input the journal recorded; a journal without one is corrupt (cut before the run began)."""
+    state = next((e["state"] for e in events if e["kind"] == "initial_state"), None)
+    if state is None:
+        raise CorruptLog(f"{log_path}: no initial_state event (the journal was cut before the run began)")
+    return state
+
+
 def _run_thread(run: RunDir) -> str:
-    return next(e for e in read_events(run.log_path) if e["kind"] == "initial_state")["state"]["run_id"]
+    return initial_state(read_events(run.log_path), run.log_path)["run_id"]
 
 
 def _graph_for(run: RunDir):
@@ -201,14 +208,17 @@ def _pending_interrupt(snapshot) -> dict | None:
     return None
 
 
-def _drive(run: RunDir, session: Session, log: RunLog, state0: dict, decide: str | None, ask: Ask | None,
-           progress: Progress, resuming: bool = False) -> Outcome:
-    """Run the graph to its end or to a decision nobody gave; journal how it ended."""
+def drive(run: RunDir, session: Session, log: RunLog, state0: dict, decide: str | None, ask: Ask | None,
+          resuming: bool = False) -> Outcome:
+    """Run the graph from ``state0`` (or, ``resuming``, from the last checkpoint the journal proves) to its
+    end or to a decision nobody gave, through ``session``; journal how it ended. A new run, a resumed one
+    and a regenerated one (agent.regenerate) all go through here."""
     graph, connection = _graph_for(run)
     config = {"configurable": {"thread_id": state0["run_id"]}}
-    context = RunContext(session=session)
     findings_now = lambda: graph.get_state(config).values.get("findings", [])  # noqa: E731
     try:
+        # inside the try: a recorded target that no longer validates fails the run as a step's error does
+        context = RunContext(session=session, target=parse_target(state0["target"], f"{run.log_path} (initial_state)"))
         snapshot = graph.get_state(config)
         if resuming and snapshot.values:
             snapshot = _back_to_proven(graph, config, run, log)
@@ -267,9 +277,6 @@ def _drive(run: RunDir, session: Session, log: RunLog, state0: dict, decide: str
     finally:
         connection.close()
         run.unlock()
-        progress_close = getattr(progress, "close", None)
-        if progress_close:
-            progress_close()
 
 
 def _end_run(run: RunDir, log: RunLog, findings_now: Callable[[], list[dict]], status: str, **error: Any) -> str:
@@ -392,7 +399,6 @@ def sync_commits(run: RunDir, finding_dicts: list[dict], source_log: Path | None
 def replay(source_path: Path, out_path: Path | None = None, progress: Progress | None = None) -> Outcome:
     """Re-run the recorded run's steps with every tool result served from its journal, into a new
     directory; the findings, commits and report must come out byte for byte the same."""
-    progress = progress or SilentProgress()
     try:
         source = RunDir.open(source_path, recorded=True)
         events = read_events(source.log_path)
@@ -406,20 +412,20 @@ def replay(source_path: Path, out_path: Path | None = None, progress: Progress |
     if "report" not in served.findings:
         return Outcome("bad-input", f"run {source.root.name} did not finish (no report finding): replay needs a finished run",
                        exit_code=2)
-    initial = next(e for e in events if e["kind"] == "initial_state")["state"]
     try:
-        parse_target(initial["target"], f"{source.root / LOG_NAME} (run_start)")
+        initial = initial_state(events, source.log_path)
+        target = parse_target(initial["target"], f"{source.root / LOG_NAME} (run_start)")
         out_path = out_path or _next_replay_dir(source.root)
         run = RunDir.create(out_path.parent, out_path.name)
-    except (TargetError, RunDirError) as exc:
+    except (CorruptLog, TargetError, RunDirError) as exc:
         return Outcome("bad-input", str(exc), exit_code=2)
     run.write_file(LOG_NAME, source.log_path.read_bytes())
     session = ReplaySession(run, source, served, run.root / REPLAY_NOTES, progress)
-    session._note("replay_start", of=source.root.name, source=str(source.root))
+    session.record_note("replay_start", of=source.root.name, source=str(source.root))
     graph, connection = _graph_for(run)
     config = {"configurable": {"thread_id": initial["run_id"]}}
     try:
-        for _ in graph.stream(initial, config, context=RunContext(session=session), stream_mode="updates",
+        for _ in graph.stream(initial, config, context=RunContext(session=session, target=target), stream_mode="updates",
                               durability="sync"):
             pass
         findings = graph.get_state(config).values["findings"]
@@ -432,18 +438,17 @@ def replay(source_path: Path, out_path: Path | None = None, progress: Progress |
         if (run.root / REPORT).read_bytes() != (source.root / REPORT).read_bytes():
             raise Divergence(f"{REPORT} differs from the recorded run's")
     except Divergence as exc:
-        session._note("replay_end", status="diverged", message=str(exc))
+        session.record_note("replay_end", status="diverged", message=str(exc))
         return Outcome("diverged", f"replay diverged: {exc}", run.root, 1)
     except StepFailed as exc:
-        session._note("replay_end", status="diverged", message=f"{session.step}: {exc}")
+        session.record_note("replay_end", status="diverged", message=f"{session.step}: {exc}")
         return Outcome("diverged", f"replay diverged: {session.step}: {exc}", run.root, 1)
     except Exception as exc:
-        session._note("replay_end", status="failed", message=f"{type(exc).__name__}: {exc}")
+        session.record_note("replay_end", status="failed", message=f"{type(exc).__name__}: {exc}")
         raise
     finally:
         connection.close()
-        getattr(progress, "close", lambda: None)()
-    session._note("replay_end", status="done", commits=len(ids))
+    session.record_note("replay_end", status="done", commits=len(ids))
     return Outcome("done", f"replay identical: {len(findings)} findings, {len(ids)} commits (HEAD {ids[-1][:12]}), "
                    f"{REPORT} byte for byte", run.root, 0, {"commits": ids})
 
@@ -494,7 +499,7 @@ def render(run_path: Path) -> str:
     ordered = [latest[i] for i in sorted(latest) if latest[i].step != "report"]
     decisions = [e for e in events if e["kind"] == "decision"]
     decision = {k: decisions[-1][k] for k in ("choice", "asked", "source", "note")} if decisions else None
-    initial = next(e for e in events if e["kind"] == "initial_state")["state"]
+    initial = initial_state(events, run.log_path)
     target = parse_target(initial["target"], str(run.log_path))
     report = next((f for f in findings if f.step == "report"), None)
     plots = report.data.get("plots", {}) if report else {}

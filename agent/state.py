@@ -1,72 +1,21 @@
-"""The investigation's state and its unit of evidence, the Finding."""
+"""The investigation's graph state, and how a step reads the findings in it (the records: schema.finding).
+
+The state is what the checkpointer keeps and a resume goes on from: the run's findings (as JSON) and
+its decision. The validated target is not in it: it rides in the run context (agent.graph.RunContext)."""
 
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, TypedDict
 
-from pydantic import BaseModel, ConfigDict, Field
-
-StepName = Literal["survey", "levers", "profile", "grid", "ceiling", "gates", "options", "splitk", "round2", "report"]
-
-
-class Number(BaseModel):
-    """A number a later step or the report uses, with the log lines it came from."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    value: float | int | str | None
-    unit: str = ""
-    label: str = ""
-    seqs: list[int] = Field(default_factory=list)
-    # Relative uncertainty (e.g. an interval's half-width over the value), where the step knows it:
-    # the report quotes the number to the digits this supports, not more.
-    spread: float | None = None
-
-
-class Table(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    title: str
-    columns: list[str]
-    rows: list[list[Any]]
-    note: str = ""
-
-
-class Finding(BaseModel):
-    """What one step established: a headline, a verdict, and the evidence behind them.
-
-    ``evidence`` holds the log sequence numbers of the tool calls the finding rests on; ``data``
-    is the structured payload later steps read; ``labels`` mark how numbers must be read
-    ("stand-in", "cpu-interpreter", "what-if", "failed").
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    index: int
-    step: StepName
-    headline: str
-    verdict: str
-    numbers: dict[str, Number] = Field(default_factory=dict)
-    tables: list[Table] = Field(default_factory=list)
-    artifacts: dict[str, str] = Field(default_factory=dict)  # label -> path inside the run
-    evidence: list[int] = Field(default_factory=list)
-    labels: list[str] = Field(default_factory=list)
-    data: dict[str, Any] = Field(default_factory=dict)
-
-    @property
-    def stem(self) -> str:
-        return f"{self.index:02d}-{self.step}"
-
-    def number(self, key: str) -> Any:
-        return self.numbers[key].value
+from schema.finding import Finding, StepName
 
 
 class InvestigationState(TypedDict, total=False):
     run_id: str
     started: str  # the run's first journal time
-    target: dict[str, Any]  # the validated target, as data
     box: dict[str, Any]
+    agent: dict[str, Any]  # where the agent runs (host, platform, python): the survey's other end
     findings: Annotated[list[dict[str, Any]], operator.add]
     decision: dict[str, Any] | None
 
@@ -79,7 +28,3 @@ def finding_for(state: InvestigationState, step: StepName) -> Finding | None:
     """The latest finding of a step, if the step ran."""
     found = [f for f in findings_of(state) if f.step == step]
     return found[-1] if found else None
-
-
-def next_index(state: InvestigationState) -> int:
-    return len(state.get("findings", [])) + 1

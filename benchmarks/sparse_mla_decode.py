@@ -39,7 +39,8 @@ import triton.testing  # noqa: E402
 from tools import rates  # noqa: E402
 from tools.kernels import dsv4_cache, upstream  # noqa: E402
 from tools.kernels import sparse_mla_decode as smd  # noqa: E402
-from tools.kernels import sparse_mla_decode_cli as cli  # noqa: E402
+from tools.kernels.splitk import check, timing  # noqa: E402
+from tools.kernels.splitk import tiles  # noqa: E402
 
 HEADS = 64
 PAGE = 64
@@ -79,8 +80,15 @@ def env_info() -> dict:
         # The device machine's copy of the working tree may carry stale git metadata: GIT_REVISION, when
         # given, wins.
         "git_revision": os.environ.get("GIT_REVISION") or _run(["git", "-C", str(REPO), "rev-parse", "HEAD"]),
-        "kernel_source_sha256": hashlib.sha256(Path(smd.__file__).read_bytes()).hexdigest(),
+        "kernel_source_sha256": kernel_source_sha256(),
     }
+
+
+def kernel_source_sha256() -> str:
+    """SHA-256 of the kernel's sources: tools/kernels/sparse_mla_decode.py, then tools/kernels/splitk/*.py
+    in name order."""
+    files = [Path(smd.__file__), *sorted(Path(tiles.__file__).parent.glob("*.py"))]
+    return hashlib.sha256(b"".join(path.read_bytes() for path in files)).hexdigest()
 
 
 def measure_ceilings() -> dict:
@@ -111,7 +119,7 @@ def index_sets(batch, topk, num_tokens, n_sets, gen):
     for _ in range(n_sets):
         rows = []
         for _ in range(batch):
-            row = cli._row_indices(gen, topk, num_tokens)
+            row = check._row_indices(gen, topk, num_tokens)
             row[row < 0] = torch.randint(0, num_tokens, (int((row < 0).sum()),), generator=gen, dtype=torch.int32)
             rows.append(row)
         sets.append(torch.stack(rows).view(batch, 1, topk).cuda())
@@ -150,9 +158,9 @@ def flashmla_fn(fm, q, cache, idx):
 def time_impl(make_call, sets, q, cache, reps) -> dict:
     """Warm (one set replayed) and cold (sets rotated) graph medians, do_bench median, raw samples."""
     warm_call = make_call(q, cache, sets[0])
-    warm = cli.graph_replay_us([warm_call], reps=reps)
-    cold = cli.graph_replay_us([make_call(q, cache, s) for s in sets], reps=max(3, reps // 3)) if len(sets) > 1 else None
-    db = cli.do_bench_us(warm_call)
+    warm = timing.graph_replay_us([warm_call], reps=reps)
+    cold = timing.graph_replay_us([make_call(q, cache, s) for s in sets], reps=max(3, reps // 3)) if len(sets) > 1 else None
+    db = timing.do_bench_us(warm_call)
     return {
         "warm_us": statistics.median(warm),
         "cold_us": statistics.median(cold) if cold else None,
@@ -176,7 +184,7 @@ def run_table(ceil: dict, fm, fm_error) -> list[dict]:
         nbytes, flops, floor_us = floors(batch, topk, HEADS, ceil)
         row = {"batch": batch, "topk": topk, "heads": HEADS, "bytes": nbytes, "flops": flops, "floor_us": floor_us,
                "cold_sets": n_sets, "splits": smd.plan_splits(batch, topk, HEADS, q.device),
-               "config": smd.choose_config(batch, topk, HEADS, smd.device_arch(q.device)).__dict__}  # fmt: skip
+               "config": tiles.choose_config(batch, topk, HEADS, tiles.device_arch(q.device)).__dict__}  # fmt: skip
         log(f"table B={batch} topk={topk} sets={n_sets}")
         row["rewrite"] = time_impl(lambda q_, c_, i_: (lambda: smd.sparse_mla_decode(q_, c_, i_, None, None, 512, None)),
                                    sets, q, cache, reps=30)  # fmt: skip
@@ -188,7 +196,7 @@ def run_table(ceil: dict, fm, fm_error) -> list[dict]:
             # the call is right: compare its output with ours and the reference on set 0
             fo, fl = flashmla_fn(fm, q, cache, sets[0])()
             ro, rl = dsv4_cache.reference_sparse_decode(q, cache, sets[0])
-            row["flashmla"]["vs_reference"] = cli.compare(fo, fl.view(batch, HEADS, 1), ro, rl)
+            row["flashmla"]["vs_reference"] = check.compare(fo, fl.view(batch, HEADS, 1), ro, rl)
         else:
             row["flashmla"] = {"error": fm_error}
         for name in ("rewrite", "upstream", "flashmla"):
@@ -236,27 +244,27 @@ SWEEP_CONFIGS = {
     "dh64t16w4s1": (64, 16, 4, 1, False, 0, True),
     "dh64t16w4s2": (64, 16, 4, 2, False, 0, True),
     # the Hopper Gluon kernel (_split_kernel_sm90): dequantized per 64-dim group, or in 2 / 4 row blocks
-    "sm90_groups": smd.LARGE_SM90,
-    "sm90_rows2": dataclasses.replace(smd.LARGE_SM90, dequant_rows=2),
-    "sm90_rows4": dataclasses.replace(smd.LARGE_SM90, dequant_rows=4),
+    "sm90_groups": tiles.LARGE_SM90,
+    "sm90_rows2": dataclasses.replace(tiles.LARGE_SM90, dequant_rows=2),
+    "sm90_rows4": dataclasses.replace(tiles.LARGE_SM90, dequant_rows=4),
     # warp-specialized (_split_kernel_ws): 64-dim groups dequantized at a time, registers
-    "ws_b1": dataclasses.replace(smd.LARGE_WS, ws_batch=1, ws_regs=(216, 64)),
-    "ws_b2": dataclasses.replace(smd.LARGE_WS, ws_batch=2, ws_regs=(216, 64)),
-    "ws_b4": dataclasses.replace(smd.LARGE_WS, ws_batch=4, ws_regs=(216, 64)),
-    "ws_b4_r208_80": smd.LARGE_WS,
+    "ws_b1": dataclasses.replace(tiles.LARGE_WS, ws_batch=1, ws_regs=(216, 64)),
+    "ws_b2": dataclasses.replace(tiles.LARGE_WS, ws_batch=2, ws_regs=(216, 64)),
+    "ws_b4": dataclasses.replace(tiles.LARGE_WS, ws_batch=4, ws_regs=(216, 64)),
+    "ws_b4_r208_80": tiles.LARGE_WS,
     # timing probes (wrong results, never checked): the producer idle (no gather or dequantization), the
     # consumers idle (no dots or softmax)
-    "ws_noproducer": dataclasses.replace(smd.LARGE_WS, ablate=1),
-    "ws_noconsumer": dataclasses.replace(smd.LARGE_WS, ablate=2),
+    "ws_noproducer": dataclasses.replace(tiles.LARGE_WS, ablate=1),
+    "ws_noconsumer": dataclasses.replace(tiles.LARGE_WS, ablate=2),
 }
 SWEEP_SHAPES = {(1, 512): (2, 4, 8, 16), (4, 2048): (4, 8, 16), (16, 2048): (2, 4, 8), (64, 2048): (1, 2, 3, 4)}
 
 
-def sweep_config(name: str) -> smd.KernelConfig:
-    if isinstance(SWEEP_CONFIGS[name], smd.KernelConfig):
+def sweep_config(name: str) -> tiles.KernelConfig:
+    if isinstance(SWEEP_CONFIGS[name], tiles.KernelConfig):
         return SWEEP_CONFIGS[name]
     bh, bt, nw, ns, ps, ab, *dh = SWEEP_CONFIGS[name]
-    return smd.KernelConfig(bh, bt, nw, ns, programs_per_sm=1, p_scratch=ps, ablate=ab,
+    return tiles.KernelConfig(bh, bt, nw, ns, programs_per_sm=1, p_scratch=ps, ablate=ab,
                             d_halves=bool(dh and dh[0]))  # fmt: skip
 
 
@@ -273,8 +281,8 @@ def run_sweep(ceil, names, shapes) -> list[dict]:
                 if cfg.ablate:
                     break
                 b_, k_, h_, var = shape
-                case = cli.make_case(b_, k_, h_, "cuda", 7 + b_, **cli.VARIANTS[var])
-                res = cli.check_case(case, with_upstream=False, num_splits=3, config=cfg)
+                case = check.make_case(b_, k_, h_, "cuda", 7 + b_, **check.VARIANTS[var])
+                res = check.check_case(case, with_upstream=False, num_splits=3, config=cfg)
                 entry["checks"][f"{b_}x{k_}x{h_}_{var}"] = res["vs_reference"]
             entry["ok"] = all(c["ok"] for c in entry["checks"].values())
             for (batch, topk), split_list in shapes.items():
@@ -289,7 +297,7 @@ def run_sweep(ceil, names, shapes) -> list[dict]:
                         smd.sparse_mla_decode_into(out, lse, None, q, cache, s, None, None, 512, None,
                                                    num_splits=splits, config=cfg)  # fmt: skip
 
-                    samples = cli.graph_replay_us([call], reps=15)
+                    samples = timing.graph_replay_us([call], reps=15)
                     _, _, floor_us = floors(batch, topk, HEADS, ceil)
                     entry["timings"].append({"batch": batch, "topk": topk, "splits": total(splits),
                                              "us": statistics.median(samples), "floor_us": floor_us})  # fmt: skip
@@ -309,7 +317,7 @@ def run_matrix() -> list[dict]:
     for heads in (16, 64):
         for topk in (128, 512, 2048):
             for batch in (1, 3, 16, 64):
-                res = cli.run_check(batch, topk, heads, "cuda", seed)
+                res = check.run_check(batch, topk, heads, "cuda", seed)
                 seed += 1
                 rows.append(res)
                 log(f"matrix B={batch} topk={topk} H={heads}: ok={res['ok']}")

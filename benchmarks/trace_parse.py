@@ -254,30 +254,9 @@ def _check_against_source(source_result: dict, big_result: dict, copies: int) ->
     return problems
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--child", nargs=2, metavar=("MODE", "PATH"), help=argparse.SUPPRESS)
-    parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
-    parser.add_argument("--target-mb", type=float, default=1000.0, help="uncompressed size of the big trace (MB, 1e6 bytes)")
-    parser.add_argument("--repeats", type=int, default=3, help="runs of our parser (median reported)")
-    parser.add_argument("--hta-repeats", type=int, default=1)
-    parser.add_argument("--no-hta", action="store_true")
-    parser.add_argument("--hta-timeout", type=float, default=3600.0)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    args = parser.parse_args(argv)
-    if args.child:
-        _child(*args.child)
-        return 0
-
-    report: dict = {
-        "benchmark": "trace_parse",
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "machine": _machine(),
-        "versions": _versions(),
-        "git_rev": _git_rev(),
-        "source": str(args.source.relative_to(REPO) if args.source.is_relative_to(REPO) else args.source),
-        "goal": {"seconds": GOAL_SECONDS, "peak_rss_bytes": GOAL_PEAK_BYTES},
-    }
+def _measure(args: argparse.Namespace, report: dict) -> None:
+    """Build the big trace in a temporary directory, check our summary of it against the source's,
+    time each reader and HTA on it, and record it all in ``report`` (the directory is removed after)."""
     tmp = Path(tempfile.mkdtemp(prefix="trace_parse_"))
     try:
         big = tmp / "big-TP-0.trace.json.gz"
@@ -321,6 +300,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
+
+def _summary(report: dict) -> dict:
+    """Medians of the successful runs, whether the goal is met, and HTA's times over ours."""
     ok_ours = [r for r in report["ours"] if r["ok"]]
     ok_hta = [r for r in report["hta"] if r["ok"]]
     summary: dict = {"ours_all_ok": len(ok_ours) == len(report["ours"]) and bool(ok_ours)}
@@ -343,7 +325,35 @@ def main(argv: list[str] | None = None) -> int:
         summary["hta_over_ours_peak_rss"] = summary["hta_max_peak_rss_bytes"] / summary["ours_max_peak_rss_bytes"]
     elif report["hta"]:
         summary["hta_failed"] = [r.get("error") for r in report["hta"]]
-    report["summary"] = summary
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--child", nargs=2, metavar=("MODE", "PATH"), help=argparse.SUPPRESS)
+    parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
+    parser.add_argument("--target-mb", type=float, default=1000.0, help="uncompressed size of the big trace (MB, 1e6 bytes)")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of our parser (median reported)")
+    parser.add_argument("--hta-repeats", type=int, default=1)
+    parser.add_argument("--no-hta", action="store_true")
+    parser.add_argument("--hta-timeout", type=float, default=3600.0)
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = parser.parse_args(argv)
+    if args.child:
+        _child(*args.child)
+        return 0
+
+    report: dict = {
+        "benchmark": "trace_parse",
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": _machine(),
+        "versions": _versions(),
+        "git_rev": _git_rev(),
+        "source": str(args.source.relative_to(REPO) if args.source.is_relative_to(REPO) else args.source),
+        "goal": {"seconds": GOAL_SECONDS, "peak_rss_bytes": GOAL_PEAK_BYTES},
+    }
+    _measure(args, report)
+    summary = report["summary"] = _summary(report)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
     print(json.dumps(summary, indent=2), file=sys.stderr)

@@ -7,9 +7,9 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from agent.consistency import Consistency
-from agent.state import Finding, Table
 from reports.format import Markdown, cell, code, fmt, fmt_spread, md_text, pct, short, signed_pct
+from schema.consistency import Consistency
+from schema.finding import Finding, Table
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tools import exitcodes
+from agent.box.catalog import run_tool
+from agent.box.local import LocalBox
 from agent.cli import main
 from agent.config import MAX_TARGET_BYTES
-from tools.box import LocalBox
-from tools.catalog import run_tool
+from tools import exitcodes
 
 ROOT = Path(__file__).resolve().parents[1]
 DSV4 = ROOT / "agent" / "targets" / "dsv4-flash.yaml"

@@ -2,8 +2,9 @@
 
 import sys
 
-from tools.box import OUT_DIR, LocalBox
-from tools.catalog import run_tool
+from agent.box.catalog import run_tool
+from agent.box.interface import OUT_DIR
+from agent.box.local import LocalBox
 
 
 def test_runs_an_argument_list_and_collects_files():

@@ -6,7 +6,7 @@ import random
 import pytest
 
 from agent.config import load_target
-from agent.steps.ceiling import SPEEDUPS, amdahl, ceiling_table, speedup_needed
+from agent.steps.amdahl import SPEEDUPS, amdahl, ceiling_table, speedup_needed
 
 
 def test_published_case_from_the_targets_raw_inputs():

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent.consistency import check, journal_samples
-from agent.state import Finding
+from schema.finding import Finding
 from conftest import DATA
 
 OLD = DATA / "examples-20261130"
@@ -114,16 +114,15 @@ def test_a_backend_lever_above_the_ceiling_sends_the_investigation_on_from_it():
                                        "ratio": 3.0, "interval": [2.9, 3.1], "comparable": True,
                                        "output": {"ok": True}}],
                            "baseline_options": dict(profile.data["setting"]["options"]), "goal_met": False})
-    state = {"target": target.model_dump(mode="json"),
-             "findings": [f.model_dump(mode="json") for f in (survey, levers, profile)]}
-    ceiling = compute_ceiling(state, None)
+    state = {"findings": [f.model_dump(mode="json") for f in (survey, levers, profile)]}
+    ceiling = compute_ceiling(state, None, target)
     assert ceiling.data["beaten_by"] == ["attention-torch-fallback"] and ceiling.verdict == "model-failed"
-    state["findings"].append(ceiling.model_dump(mode="json"))
+    state["findings"].append(ceiling.numbered(state, "ceiling").model_dump(mode="json"))
     assert routes.after_ceiling(state) == "profile_decode"
     # an honest lever (within the bound) leaves the investigation on the deployment's setting
     levers.data["levers"][0].update(ratio=1.5, interval=[1.4, 1.6], tok_s=1.5 * base)
     state["findings"] = [f.model_dump(mode="json") for f in (survey, levers, profile)]
-    honest = compute_ceiling(state, None)
+    honest = compute_ceiling(state, None, target)
     assert "beaten_by" not in honest.data
-    state["findings"].append(honest.model_dump(mode="json"))
+    state["findings"].append(honest.numbered(state, "ceiling").model_dump(mode="json"))
     assert routes.after_ceiling(state) == "scan_gates"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent.consistency import check
-from agent.state import Finding
+from schema.finding import Finding
 from conftest import ROOT
 from tools.kernel_source import ncu
 

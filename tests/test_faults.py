@@ -18,14 +18,16 @@ import git
 import pytest
 
 from agent import runner
+from agent.box.catalog import CATALOG, run_tool
+from agent.box.local import LocalBox
+from agent.config import Target
+from agent.progress import SilentProgress
 from agent.rundir import RunDir
 from agent.runlog import LOG_NAME, JournalWriteError, RunLog, read_events
-from agent.session import Session, SilentProgress
+from agent.session.live import LiveSession
 from agent.steps.grid import read_grid
 from conftest import DATA, ROOT, agent, events, findings
 from tools import trace
-from tools.box import LocalBox
-from tools.catalog import CATALOG, run_tool
 
 TARGET = DATA / "targets" / "other-shapes.yaml"
 
@@ -86,14 +88,14 @@ def test_kill_9_at_every_boundary_then_resume_loses_and_duplicates_nothing(other
 # -- a tool that hangs, a tool that crashes ----------------------------------------------------------------
 
 
-def _grid_session(other_run: Path, tmp_path: Path) -> tuple[dict, Session]:
+def _grid_session(other_run: Path, tmp_path: Path) -> tuple[dict, LiveSession]:
     """The grid step's input state, taken from a real run, and a live session on a new run."""
     log = read_events(other_run / LOG_NAME)
     state = next(e for e in log if e["kind"] == "initial_state")["state"]
     latest = {e["step"]: e["finding"] for e in log if e["kind"] == "finding"}
     state = {**state, "findings": [latest["survey"], latest["levers"], latest["profile"]]}
     run = RunDir.create(tmp_path / "runs", "grid")
-    return state, Session(run, RunLog.create(run.log_path), LocalBox(), SilentProgress())
+    return state, LiveSession(run, RunLog.create(run.log_path), LocalBox(), SilentProgress())
 
 
 def _gone(pid: int) -> bool:
@@ -139,7 +141,7 @@ def test_a_tool_dies_with_the_agent_that_was_running_it(tmp_path):
     pidfile = tmp_path / "tool.pid"
     tool = f"import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(300)"
     script = (f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
-              "from tools.box import LocalBox\n"
+              "from agent.box.local import LocalBox\n"
               f"LocalBox().run([sys.executable, '-c', {tool!r}], timeout_s=600)\n")
     agent_proc = subprocess.Popen([sys.executable, "-c", script])
     deadline = time.monotonic() + 30
@@ -179,7 +181,7 @@ def test_a_tool_whose_child_keeps_its_pipes_open_does_not_hang_the_run(monkeypat
 def test_a_hanging_tool_is_recorded_in_the_finding(other_run, tmp_path, monkeypatch):
     _grid_runs(monkeypatch, HANG)
     state, session = _grid_session(other_run, tmp_path)
-    finding = read_grid(state, session)
+    finding = read_grid(state, session, Target.model_validate(state["target"]))
     assert "failed" in finding.labels and "could not be read" in finding.headline
     assert all("timed out after 1 s (its process group was killed)" in f for f in finding.data["failures"])
     results = [e for e in session.log.events() if e["kind"] == "tool_result"]
@@ -206,7 +208,7 @@ def test_a_crashed_box_process_is_a_failed_measurement_with_its_stderr_and_the_r
 
     monkeypatch.setitem(CATALOG, "kernel.grid", replace(spec, command=command))
     state, session = _grid_session(other_run, tmp_path)
-    finding = read_grid(state, session)
+    finding = read_grid(state, session, Target.model_validate(state["target"]))
     results = [e for e in session.log.events() if e["kind"] == "tool_result"]
     assert len(results) >= 2 and not results[0]["ok"] and all(r["ok"] for r in results[1:])
     assert results[0]["rc"] == -9 and "torch.OutOfMemoryError" in results[0]["stderr_tail"]
@@ -245,8 +247,8 @@ def test_a_run_that_runs_out_of_memory_in_the_sweep_fails_alone_and_the_sweep_go
     state = next(e for e in log if e["kind"] == "initial_state")["state"]
     state = {**state, "findings": [next(e["finding"] for e in log if e["kind"] == "finding" and e["step"] == "survey")]}
     run = RunDir.create(tmp_path / "runs", "oom")
-    session = Session(run, RunLog.create(run.log_path), LocalBox(), SilentProgress())
-    finding = sweep_levers(state, session)
+    session = LiveSession(run, RunLog.create(run.log_path), LocalBox(), SilentProgress())
+    finding = sweep_levers(state, session, Target.model_validate(state["target"]))
     [result] = [e for e in session.log.events() if e["kind"] == "tool_result"]
     assert result["ok"], result["error"]  # one process, still whole
     measured = result["data"]["runs"]

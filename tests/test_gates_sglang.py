@@ -293,7 +293,7 @@ def test_every_row_verdict_agrees_with_its_test(result, sm):
 
 def test_decode_kernel_tie_names_only_its_own_switch(result):
     from agent.steps.gates import headline_for, split_rows, switches_of
-    from tools.gates.kernels import tie_to_dict
+    from tools.gates.fallbacks import tie_to_dict
     from tools.gates.model import _jsonable
 
     (tie,) = fallbacks_for_kernels(result, SM120, ["_tiled_sparse_decode_kernel"])

@@ -388,7 +388,7 @@ def test_a_switch_that_cannot_close_the_path_is_not_a_lever(tmp_path):
 
 def test_gates_step_counts_and_shows_early_exits_apart(result):
     from agent.steps.gates import allows_text, headline_for, reached_by, split_rows
-    from tools.gates.kernels import tie_to_dict
+    from tools.gates.fallbacks import tie_to_dict
     from tools.gates.model import _jsonable
 
     rows = _jsonable(evaluate(result, 120))

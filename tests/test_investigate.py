@@ -177,7 +177,7 @@ def test_other_shapes_give_numbers_that_follow_from_them(other_run):
 
 
 def test_replay_diverges_when_a_step_asks_for_a_different_call(other_run, tmp_path, monkeypatch):
-    import agent.engines as engines
+    import agent.engine_runs as engines
 
     original = engines.bench_spec
 

@@ -8,6 +8,7 @@ upstream kernel on the H200 (tests/data/h200-sparse-decode)."""
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import subprocess
@@ -57,6 +58,36 @@ def test_head_blocked_and_per_head_kernels_told_apart(batch, heads):
     assert blocked["tensor_core_macs"] == per_head["cuda_core_macs"] == 2 * batch * heads * 128 * 64
 
 
+def test_an_operator_error_is_an_unknown_value_and_a_bug_is_not():
+    """Python's operators on values read from the source may raise (1 // 0, 1 + "a"): the value is then not
+    known. Anything else raised (here an operand whose ``+`` is broken) is a bug of the run and propagates."""
+    from tools.kernel_source.blocks import apply
+
+    assert apply(ast.FloorDiv(), 1, 0) is None and apply(ast.Add(), 1, "a") is None
+    assert apply(ast.Add(), 2, 3) == 5
+
+    class Broken:
+        def __add__(self, other):
+            raise RuntimeError("planted")
+
+    with pytest.raises(RuntimeError, match="planted"):
+        apply(ast.Add(), Broken(), 1)
+
+
+def test_a_bug_in_the_abstract_run_surfaces_in_the_report(monkeypatch):
+    """A failure of the abstract run itself is the diagnosis' error, named, not a silent unknown; the grid
+    and loops the report measured stay in it."""
+    from tools.kernel_source import tl_ops
+
+    def broken(run, call):
+        raise RuntimeError("planted")
+
+    monkeypatch.setitem(tl_ops.BY_NAME, "program_id", broken)
+    report = analyze(KERNELS, "per_head_kernel", {"B": 2, "H": 16, "D": 64, "topk": 128}, sms=132, compile=False)
+    assert report.diagnosis["ok"] is False and report.diagnosis["error"] == "RuntimeError: planted"
+    assert report.grid == [2, 16] and report.loops
+
+
 @pytest.fixture(scope="module")
 def upstream_file() -> Path:
     pytest.importorskip("triton")
@@ -88,11 +119,11 @@ def test_upstream_padding_programs_reach_the_diagnosis(upstream_file):
 
 
 def _rewrite_shapes(batch, topk, heads, arch, sms):
-    from tools.kernels.sparse_mla_decode import choose_config, choose_num_splits
+    from tools.kernels.splitk.tiles import choose_config, choose_num_splits
 
     cfg = choose_config(batch, topk, heads, arch)
     splits = choose_num_splits(batch, topk, heads, sms, arch)
-    # the launcher's own names (tools/kernels/sparse_mla_decode.py `_launch_splits`), pinned as the wrapper sets them;
+    # the launcher's own names (the wrapper's `_launch_splits`, under tools/kernels), pinned as the wrapper sets them;
     # no per-row lengths (has_len=0), so every row runs its full top-k
     shapes = {"batch": batch, "heads": heads, "topk": topk, "splits": splits, "has_len": 0, "_interpreting()": 0,
               **{f"cfg.{k}": int(v) for k, v in vars(cfg).items() if isinstance(v, (int, bool))}}
@@ -113,7 +144,7 @@ def test_rewrite_uses_tensor_cores_and_gathers_once_per_head_block(batch, topk, 
     if cfg.sm90:
         pytest.skip("the Gluon kernel is not Triton-language code")
     kernel = "_split_dhalf_kernel" if cfg.d_halves else "_split_kernel"
-    d = _diagnosis(ROOT / "tools" / "kernels" / "sparse_mla_decode.py", kernel, shapes, dtypes=REWRITE_DTYPES)
+    d = _diagnosis(ROOT / "tools" / "kernels", kernel, shapes, dtypes=REWRITE_DTYPES)  # the kernels and their launcher
     assert d["inner_product"] == "tensor-core dot" and d["multiply_reduce_lines"] == []
     head_blocks = -(-heads // cfg.block_h)
     assert d["gather_redundancy_factor"] == pytest.approx(head_blocks * (2 if cfg.d_halves else 1))
@@ -199,7 +230,7 @@ def raw_metrics(path: Path) -> dict[str, str]:
 
 def test_grid_tool_json_carries_the_diagnosis_and_ncu(upstream_file):
     """The box-side tool as the catalog calls it: the diagnosis and the ncu verdict are in its JSON."""
-    from tools.catalog import CATALOG
+    from agent.box.catalog import CATALOG
 
     run = json.loads((NCU_DATA / "ncu_runs.jsonl").read_text().splitlines()[0])
     csv = NCU_DATA / f"ncu_B{run['batch']}_topk{run['topk']}.csv"
@@ -224,10 +255,10 @@ def test_grid_step_reports_the_diagnosis(upstream_file, tmp_path):
     (on this machine's sglang source, no compile), its kernel.ncu call served with what that tool printed on
     an H200 (tests/data/h200-ncu-warpstate, the same kernel at the same batch), the raw page it kept
     standing at the fixture's path, as a replay serves it."""
+    from agent.box.catalog import CATALOG
     from agent.config import load_target
-    from agent.state import Finding
     from agent.steps.grid import read_grid
-    from tools.catalog import CATALOG
+    from schema.finding import Finding
 
     findings = {p.stem.split("-", 1)[1]: json.loads(p.read_text()) for p in sorted((H200 / "findings").glob("*.json"))}
     survey = Finding.model_validate(findings["survey"])
@@ -235,8 +266,8 @@ def test_grid_step_reports_the_diagnosis(upstream_file, tmp_path):
     profile = Finding.model_validate(findings["profile"])
     csv = NCU_MEASURED / "ncu_raw.csv"
     measured = {**json.loads((NCU_MEASURED / "ncu_measure.json").read_text()), "box_csv": str(csv)}
-    target = load_target(json.loads((H200 / "log.jsonl").read_text().splitlines()[0])["target_name"])[0].model_dump(mode="json")
-    state = {"target": target, "findings": [survey.model_dump(), profile.model_dump()]}
+    target = load_target(json.loads((H200 / "log.jsonl").read_text().splitlines()[0])["target_name"])[0]
+    state = {"findings": [survey.model_dump(), profile.model_dump()]}
 
     class ToolSession:
         calls: list[dict] = []
@@ -257,7 +288,7 @@ def test_grid_step_reports_the_diagnosis(upstream_file, tmp_path):
             return H200 / ref["path"]
 
     session = ToolSession()
-    finding = read_grid(state, session)
+    finding = read_grid(state, session, target)
     d = finding.data["diagnosis"]
     assert session.tools[0] == "kernel.ncu" and session.calls[0]["kernel"] == profile.data["dominant"]["name"]
     assert session.calls[0]["launch_skip"] == finding.data["ncu"]["launch"]["position"]  # the longest launch of a step
@@ -289,7 +320,7 @@ def test_grid_step_reports_the_diagnosis(upstream_file, tmp_path):
     assert causes[:3] == ["redundant gathers", "all loads", "inner products"] and "padding programs" in causes
     assert causes[-2:] == ["Nsight Compute", "warp stalls"]
     padding = next(row for row in table.rows if row[0] == "padding programs")
-    real = target["model"]["heads"] // target["deployment"]["tp"]
+    real = target.model.heads // target.deployment.tp
     assert padding[2].startswith(f"{(heads - real) * profile.data['batch']} of {d['programs']}")
     # the kept keys
     assert {"splitk_candidate", "splitk_estimate", "reports", "splitk_reason"} <= set(finding.data)

@@ -29,10 +29,11 @@ import pytest
 
 from agent import stats
 from agent.config import load_target
-from agent.engines import applicability, baseline, best_setting, with_lever
-from agent.state import Finding
-from agent.steps import levers as levers_step
+from agent.engine_runs import applicability, baseline, best_setting, with_lever
 from agent.stats import BASELINE, Run, analyze_sweep, speed_verdict
+from agent.steps import levers as levers_step
+from agent.steps.measurements import output_check
+from schema.finding import Finding
 
 DATA = Path(__file__).parent / "data" / "lever-samples"
 SWEEPS = 1000
@@ -234,9 +235,9 @@ def test_output_check_passes_backends_that_compute_the_same_function():
 def test_output_check_catches_a_wrong_answer():
     base = SKETCHES["sglang-triton"]
     assert stats.output_error(base, SKETCHES["attention-zeroed"]) > 5 * RULES.output_rtol
-    check = levers_step.output_check(base, [SKETCHES["torch"], SKETCHES["attention-zeroed"]], RULES.output_rtol)
+    check = output_check(base, [SKETCHES["torch"], SKETCHES["attention-zeroed"]], RULES.output_rtol)
     assert check["ok"] is False  # the worst run decides
-    assert levers_step.output_check(base, [SKETCHES["torch"], None], RULES.output_rtol)["ok"] is None
+    assert output_check(base, [SKETCHES["torch"], None], RULES.output_rtol)["ok"] is None
     fewer_rows = {**base, "projections": base["projections"][:2], "row_norms": base["row_norms"][:2]}
     with pytest.raises(ValueError):
         stats.output_error(base, fewer_rows)
@@ -321,12 +322,12 @@ class FakeSweep:
 def _state():
     survey = Finding(index=1, step="survey", headline="cpu", verdict="ok",
                      data={"box": {"device": "cpu"}, "stand_in": True})
-    return {"target": TARGET.model_dump(), "findings": [survey.model_dump()]}
+    return {"findings": [survey.model_dump()]}
 
 
 def test_the_levers_step_on_recorded_cpu_runs():
     bench = FakeSweep("torch")
-    finding = levers_step.sweep_levers(_state(), bench)
+    finding = levers_step.sweep_levers(_state(), bench, TARGET)
     rounds = RULES.rounds_for("cpu")
     assert len(bench.calls) == 1  # the whole sweep is one engine call
     runs = bench.calls[0]["spec"]["runs"]
@@ -364,7 +365,7 @@ def test_the_levers_step_on_recorded_cpu_runs():
 
 
 def test_a_lever_that_changes_the_output_is_reported_so_whatever_its_speed():
-    finding = levers_step.sweep_levers(_state(), FakeSweep("attention-zeroed"))
+    finding = levers_step.sweep_levers(_state(), FakeSweep("attention-zeroed"), TARGET)
     torch_result = next(r for r in finding.data["levers"] if r["name"] == "attention-torch-fallback")
     assert torch_result["status"] == "changes the output" and torch_result["output"]["error"] > RULES.output_rtol
     assert torch_result["ratio"] > 10  # far faster, and still not a candidate

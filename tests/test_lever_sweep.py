@@ -14,9 +14,10 @@ import pytest
 from agent import stats
 from agent.cli import build_parser
 from agent.config import Target, budget_rounds, load_target, with_budget
-from agent.engines import applicability, baseline, bench_spec, sweep_args, with_lever
-from agent.state import Finding
+from agent.engine_runs import applicability, baseline, bench_spec, sweep_args, with_lever
 from agent.steps import levers as levers_step
+from agent.steps.measurements import output_check
+from schema.finding import Finding
 from test_lever_stats import H200, SKETCHES
 from tools.engines.reference import planted
 
@@ -65,10 +66,10 @@ class GpuSweep:
                 "data": {"runs": runs, "interpreter": False, "extrapolation": extrapolation, "notes": [], "wall_s": 30.0}}
 
 
-def _state(target: Target = TARGET):
+def _state():
     survey = Finding(index=1, step="survey", headline="h200", verdict="ok",
                      data={"box": {"device": "cuda"}, "stand_in": True})
-    return {"target": target.model_dump(mode="json"), "findings": [survey.model_dump()]}
+    return {"findings": [survey.model_dump()]}
 
 
 def test_every_engine_lever_applies_on_a_gpu_box_as_declared():
@@ -96,7 +97,7 @@ def test_sweep_args_send_each_run_as_its_changes_from_the_baseline():
 
 def test_on_the_h200_the_planted_null_and_3_percent_come_out_as_planted():
     engine = GpuSweep(factors={"cuda-graph-off": 1.85, "attention-torch-fallback": 2.5, "steps-per-graph-4": 0.97})
-    finding = levers_step.sweep_levers(_state(), engine)
+    finding = levers_step.sweep_levers(_state(), engine, TARGET)
     rounds = TARGET.thresholds.noise.rounds_for("cuda")
     tried = ["attention-torch-fallback", "cuda-graph-off", "compile", "moe-loop", "steps-per-graph-4", "planted-null",
              "planted-delay-3pct"]
@@ -122,7 +123,7 @@ def test_on_the_h200_the_planted_null_and_3_percent_come_out_as_planted():
 
 
 def test_a_planted_delay_that_did_not_land_is_reported_as_not_as_expected():
-    finding = levers_step.sweep_levers(_state(), GpuSweep(realised=0.0))
+    finding = levers_step.sweep_levers(_state(), GpuSweep(realised=0.0), TARGET)
     delay = next(r for r in finding.data["levers"] if r["name"] == "planted-delay-3pct")
     assert delay["status"] != "moves down" and delay["planted"]["as_expected"] is False
     assert "NOT as expected" in next(row for row in finding.tables[0].rows if row[0] == "planted-delay-3pct")[5]
@@ -140,7 +141,7 @@ def test_the_quick_budget_halves_the_rounds_and_the_finding_says_so():
     # recorded in the target the run journals: a replay that loads it runs the same rounds
     assert Target.model_validate(quick.model_dump(mode="json")).thresholds.noise.rounds_for("cuda") == 3
     engine = GpuSweep()
-    finding = levers_step.sweep_levers(_state(quick), engine)
+    finding = levers_step.sweep_levers(_state(), engine, quick)
     assert len(engine.args["spec"]["runs"]) == 8 + 3 * 8
     sweep = finding.data["sweep"]
     assert (sweep["budget"], sweep["rounds"], sweep["rounds_normal"]) == ("quick", 3, 5)
@@ -167,7 +168,7 @@ class RecordedSweep:
 
 
 def test_the_recorded_h200_sweep_judges_the_planted_levers_right():
-    finding = levers_step.sweep_levers(_state(), RecordedSweep())
+    finding = levers_step.sweep_levers(_state(), RecordedSweep(), TARGET)
     results = {r["name"]: r for r in finding.data["levers"]}
     assert finding.number("smallest_detectable_effect") <= 0.03
     assert results["planted-null"]["status"] == "no change detected" and results["planted-null"]["planted"]["as_expected"]
@@ -191,7 +192,7 @@ def test_a_near_tie_routing_flip_is_counted_not_called_a_wrong_answer():
     base, torch_run = runs["baseline#r1"], runs["attention-torch-fallback#r1"]
     rows = stats.row_errors(base, torch_run)
     assert sum(e > 0.02 for e in rows) == 2 and stats.output_error(base, torch_run) > 0.05
-    check = levers_step.output_check(base, [torch_run], 0.02)
+    check = output_check(base, [torch_run], 0.02)
     assert check["ok"] is True and check["rows_beyond"] == 2 and "near tie" in check["note"]
     # a wrong answer moves every row: the CPU sketch with the attention output zeroed
-    assert levers_step.output_check(SKETCHES["sglang-triton"], [SKETCHES["attention-zeroed"]], 0.02)["ok"] is False
+    assert output_check(SKETCHES["sglang-triton"], [SKETCHES["attention-zeroed"]], 0.02)["ok"] is False

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from tools.box import OUT_DIR, LocalBox
-from tools.catalog import CATALOG, run_tool
+from agent.box.catalog import CATALOG, run_tool
+from agent.box.interface import OUT_DIR
+from agent.box.local import LocalBox
 from tools.kernel_source import ncu, ncu_run
 
 from conftest import DATA, ROOT
@@ -182,7 +183,7 @@ STACK_TRACE = ROOT / "tests" / "data" / "h200-traces-stacks" / "reference-B16-cu
 
 def _target_and_profile():
     from agent.config import load_target
-    from agent.state import Finding, Number
+    from schema.finding import Finding, Number
 
     target = load_target("dsv4-flash")[0]
     setting = {"label": "baseline + cuda-graph", "env": dict(target.engine.env), "options": {"cuda_graph": True, "steps_per_graph": 4}}

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.state import Finding
+from agent.config import Target
 from agent.steps import options
-from agent.steps.ceiling import amdahl
+from agent.steps.amdahl import amdahl
+from schema.finding import Finding
 from conftest import ROOT
 from tools.engines.reference import work
 from tools.engines.reference.spec import RankShapes
@@ -177,7 +178,7 @@ def test_a_fallback_kernel_without_a_work_model_is_said_to_have_no_floor():
     assert row["floor_ms"] is None and row["note"] == "no floor (no bytes/FLOPs model)"
     assert floors["bound_x"] == pytest.approx(floors["instant_x"])
     assert floors["without_floor"] == [KERNEL]
-    finding = options.propose_options(state, session=None)
+    finding = options.propose_options(state, None, Target.model_validate(state["target"]))
     table = next(tb for tb in finding.tables if tb.title == "Fallback kernels against their floors")
     assert table.rows[0][6] == "no floor (no bytes/FLOPs model)"
     own = next(o for o in finding.data["options"] if o["name"] == "own-fallbacks")
@@ -199,7 +200,7 @@ def test_a_box_without_rates_bounds_as_instant_and_says_so():
     numbers = {k: v for k, v in survey["numbers"].items() if k not in ("copy_gb_s", "matmul_tflop_s")}
     data = {**survey["data"], "survey": {**survey["data"]["survey"], "rates": {"error": "torch is not installed on the box"}}}
     state = {**state, "findings": [{**f, "numbers": numbers, "data": data} if f is survey else f for f in state["findings"]]}
-    finding = options.propose_options(state, session=None)
+    finding = options.propose_options(state, None, Target.model_validate(state["target"]))
     table = next(tb for tb in finding.tables if tb.title == "Fallback kernels against their floors")
     assert "no floor (no measured rates (torch is not installed on the box))" == table.rows[0][6]
     own = next(o for o in finding.data["options"] if o["name"] == "own-fallbacks")

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from agent import routes
-from agent.state import Finding
+from agent.config import Target
 from agent.steps.options import propose_options
 from agent.steps.profile import profile_decode
+from schema.finding import Finding
 from conftest import ROOT
 from reports.render import render_report
 
@@ -57,18 +58,19 @@ def _bad_json(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("make", [_cut_gzip, _bad_json], ids=["cut-gzip", "cut-json"])
 def test_an_unreadable_trace_is_a_finding_that_ranks_nothing(tmp_path, make):
-    state = {"run_id": "r", "started": "2026-12-01T00:00:00+00:00", "target": json.loads((CPU / "log.jsonl").read_text().splitlines()[0])["target"],
+    target = Target.model_validate(json.loads((CPU / "log.jsonl").read_text().splitlines()[0])["target"])
+    state = {"run_id": "r", "started": "2026-12-01T00:00:00+00:00",
              "findings": [_finding("survey"), _finding("levers")], "decision": None}
-    finding = profile_decode(state, TraceSession(make(tmp_path)))
+    finding = profile_decode(state, TraceSession(make(tmp_path)), target)
     assert finding.verdict == "incomplete-trace" and "failed" in finding.labels
     assert finding.headline.startswith("trace unreadable: ") and finding.data["dominant"] is None
     assert finding.data["error"] and not finding.tables
-    state["findings"].append(finding.model_dump(mode="json"))
+    state["findings"].append(finding.numbered(state, "profile").model_dump(mode="json"))
     assert routes.after_profile(state) == "scan_gates"  # no grid or ceiling from a trace that was not read
     state["findings"].append(_finding("gates"))
-    options = propose_options(state, session=None)
+    options = propose_options(state, None, target)
     assert [o["name"] for o in options.data["options"]] == ["accept-ceiling"]
-    findings = [Finding.model_validate(f) for f in state["findings"]] + [options]
+    findings = [Finding.model_validate(f) for f in state["findings"]] + [options.numbered(state, "options")]
     report = render_report(findings, None, {"run_id": "r", "target": "dsv4-flash", "description": "", "started": "-",
                                             "timing": None}, {}, None)
     assert "trace unreadable" in report and "Nothing is ranked from this trace" in report

@@ -14,9 +14,9 @@ import pytest
 from markdown_it import MarkdownIt
 
 from agent import runner
-from agent.state import Finding, Table
 from reports.format import cell, code, md_text
 from reports.render import render_finding, table
+from schema.finding import Finding, Table
 
 NASTY = [
     "void flash_fwd<Kernel_traits<128, 64>, true>(Params*, int*)",

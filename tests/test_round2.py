@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 
 from agent import routes
-from agent.state import Finding
+from agent.config import Target
+from agent.box.catalog import run_tool
+from agent.box.local import LocalBox
 from agent.steps import round2 as r2
+from schema.finding import Finding
 from tools import trace
-from tools.box import LocalBox
-from tools.catalog import run_tool
 
 from conftest import DATA, agent, finding, findings
 
@@ -30,7 +31,11 @@ def recorded() -> dict:
 
 
 def state_of(rec: dict) -> dict:
-    return {"target": rec["target"], "run_id": "test", "findings": [rec["findings"][s] for s in ("survey", "profile", "splitk")]}
+    return {"run_id": "test", "findings": [rec["findings"][s] for s in ("survey", "profile", "splitk")]}
+
+
+def target_of(rec: dict) -> Target:
+    return Target.model_validate(rec["target"])
 
 
 class ServedSession:
@@ -70,7 +75,7 @@ class ToolSession(ServedSession):
 def test_the_new_ceiling_follows_from_the_split_k_trace_and_its_measured_tok_s():
     rec = recorded()
     session = ServedSession(rec["round2_calls"])
-    f = r2.round2(state_of(rec), session)
+    f = r2.round2(state_of(rec), session, target_of(rec))
     assert not session.pending  # every recorded call made, in order
     splitk = Finding.model_validate(rec["findings"]["splitk"])
     merged = trace.summarize([FIXTURE / splitk.artifacts["trace"]]).merged
@@ -110,7 +115,7 @@ def test_the_rewrites_grid_is_read_at_the_engines_call_and_the_deployments():
     (one head block) every gathered row loaded once."""
     rec = recorded()
     session = ServedSession(rec["round2_calls"])
-    f = r2.round2(state_of(rec), session)
+    f = r2.round2(state_of(rec), session, target_of(rec))
     tools = [t for t, _ in session.asked]
     assert tools == ["kernel.splitk_plan", "kernel.grid", "kernel.grid"]
     plan_args = session.asked[0][1]["points"]
@@ -135,8 +140,8 @@ def test_the_rewrites_grid_is_read_at_the_engines_call_and_the_deployments():
 
 def test_replay_of_the_step_is_deterministic():
     rec = recorded()
-    one = r2.round2(state_of(rec), ServedSession(rec["round2_calls"])).model_dump(mode="json")
-    two = r2.round2(state_of(rec), ServedSession(rec["round2_calls"])).model_dump(mode="json")
+    one = r2.round2(state_of(rec), ServedSession(rec["round2_calls"]), target_of(rec)).model_dump(mode="json")
+    two = r2.round2(state_of(rec), ServedSession(rec["round2_calls"]), target_of(rec)).model_dump(mode="json")
     assert json.dumps(one, sort_keys=True) == json.dumps(two, sort_keys=True)
 
 
@@ -145,7 +150,7 @@ def test_a_gluon_launch_is_said_to_be_gluon_and_not_read(tmp_path):
     tool says so, and no grid call is made for that point."""
     pytest.importorskip("triton")
     rec = recorded()
-    target = r2.target_of({"target": rec["target"]})
+    target = target_of(rec)
     session = ToolSession()
     calls = [{"batch": 16, "heads": 64, "topk": 512, "extra_topk": None, "sink": True, "config": "large_ws"}]
     box = {"device": "cpu", "sm": None, "sm_count": None}
@@ -155,7 +160,7 @@ def test_a_gluon_launch_is_said_to_be_gluon_and_not_read(tmp_path):
     plan = session.call("kernel.splitk_plan", {"points": [{k: v for k, v in p.items() if k != "where"} for p in points]})
     assert plan["ok"], plan["error"]
     first = plan["data"]["points"][0]["launches"][0]
-    from tools.kernels import sparse_mla_decode as smd
+    from tools.kernels.splitk import gluon_lang as smd
 
     if smd.gluon is None:
         pytest.skip("this Triton has no Gluon: the plan is not the Hopper one")

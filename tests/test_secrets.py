@@ -12,10 +12,10 @@ import pytest
 import yaml
 
 from agent import redact
+from agent.box.local import LocalBox
 from agent.rundir import RunDir
 from agent.runlog import RunLog, read_events
-from agent.session import Session
-from tools.box import LocalBox
+from agent.session.live import LiveSession
 
 from conftest import DATA, agent, only_run
 
@@ -102,8 +102,7 @@ def test_a_tool_call_journals_no_secret_and_the_box_gets_it(tmp_path, monkeypatc
     run = RunDir.create(tmp_path / "runs", "r1")
     log = RunLog.create(run.log_path)
     box = SpyBox()
-    session = Session(run, log, box)
-    session.secrets = {"HF_TOKEN": TARGET_SECRET}
+    session = LiveSession(run, log, box, secrets={"HF_TOKEN": TARGET_SECRET})
     redact.remember([TARGET_SECRET])
     result = session.call("gates.scan", {"sm": 120, "source": str(source), "env": {"HF_TOKEN": redact.PLACEHOLDER}})
     assert result["ok"], result["error"]

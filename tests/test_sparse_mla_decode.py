@@ -1,4 +1,4 @@
-"""Split-K sparse MLA decode (tools/kernels/sparse_mla_decode.py) on the CPU.
+"""Split-K sparse MLA decode (tools/kernels/sparse_mla_decode.py, tools/kernels/splitk/) on the CPU.
 
 The kernels run under the Triton interpreter in real subprocesses of the tool's CLI
 (``TRITON_INTERPRET=1`` must be set before Triton is imported, which a pytest process shared with
@@ -25,7 +25,9 @@ import pytest
 import torch
 
 from tools.kernels import sparse_mla_decode as smd
-from tools.kernels import sparse_mla_decode_cli as cli
+from tools.kernels.splitk import check, sm90, sm90_ws
+from tools.kernels.splitk import tiles
+from tools.kernels.splitk.gluon_lang import gluon
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -54,21 +56,21 @@ def test_check_matches_reference_and_upstream(heads, config, splits, with_upstre
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = json.loads(proc.stdout)
     assert result["ok"]
-    assert set(result["variants"]) == set(cli.VARIANTS)
+    assert set(result["variants"]) == set(check.VARIANTS)
     for res in result["variants"].values():
         if splits:
             assert res["splits"] == splits
         ref = res["vs_reference"]
         assert ref["all_written"]
         assert ref["lse_neg_inf_mismatch"] == 0
-        assert ref["out_norm_rel"] <= cli.OUT_NORM_REL_MAX
-        assert ref["lse_max_abs"] <= cli.LSE_ABS_MAX
+        assert ref["out_norm_rel"] <= check.OUT_NORM_REL_MAX
+        assert ref["lse_max_abs"] <= check.LSE_ABS_MAX
         assert ("vs_upstream" in res) == with_upstream
         if with_upstream:
             up = res["vs_upstream"]
             assert up["all_written"] and up["lse_neg_inf_mismatch"] == 0
-            assert up["out_norm_rel"] <= cli.OUT_NORM_REL_MAX_VS_UPSTREAM
-            assert up["lse_max_abs"] <= cli.LSE_ABS_MAX
+            assert up["out_norm_rel"] <= check.OUT_NORM_REL_MAX_VS_UPSTREAM
+            assert up["lse_max_abs"] <= check.LSE_ABS_MAX
 
 
 def _merge_partials_wrongly() -> dict:
@@ -77,13 +79,13 @@ def _merge_partials_wrongly() -> dict:
     from tools.kernels import dsv4_cache
 
     batch, topk, heads, splits = 3, 150, 4, 2
-    case = cli.make_case(batch, topk, heads, "cpu", int.from_bytes(os.urandom(4), "little"), topk_length=False)
+    case = check.make_case(batch, topk, heads, "cpu", int.from_bytes(os.urandom(4), "little"), topk_length=False)
     nan = float("nan")
     out = torch.full((batch, 1, heads, 512), nan, dtype=torch.bfloat16)
     lse = torch.full((batch, heads), nan)
     o_part = torch.full((batch, splits, heads, 512), nan)
     lse_part = torch.full((batch, splits, heads), nan)
-    smd.sparse_mla_decode_into(out, lse, (o_part, lse_part), *cli._call_args(case), num_splits=splits)
+    smd.sparse_mla_decode_into(out, lse, (o_part, lse_part), *check._call_args(case), num_splits=splits)
     ref_out, ref_lse = dsv4_cache.reference_sparse_decode(case["q"], case["k_cache"], case["indices"])
 
     def merged(weights: torch.Tensor, lse_nat: torch.Tensor):
@@ -104,7 +106,7 @@ def _merge_partials_wrongly() -> dict:
             (top.squeeze(1) + torch.log2(w[:, :-1].sum(1))) * math.log(2),
         ),
     }
-    return {name: cli.compare(o, l, ref_out, ref_lse) for name, (o, l) in cases.items()}
+    return {name: check.compare(o, l, ref_out, ref_lse) for name, (o, l) in cases.items()}
 
 
 @pytest.mark.slow
@@ -112,10 +114,10 @@ def test_check_rejects_wrong_merges_of_real_partials():
     proc = _interpreted([str(Path(__file__).resolve()), "merge-partials"])
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = json.loads(proc.stdout)
-    assert cli._verdict(res["combine_kernel"], cli.OUT_NORM_REL_MAX)
-    assert cli._verdict(res["torch_right"], cli.OUT_NORM_REL_MAX)
+    assert check._verdict(res["combine_kernel"], check.OUT_NORM_REL_MAX)
+    assert check._verdict(res["torch_right"], check.OUT_NORM_REL_MAX)
     for wrong in ("equal_weights", "natural_exp_weights", "last_split_dropped"):
-        assert not cli._verdict(res[wrong], cli.OUT_NORM_REL_MAX), (wrong, res[wrong])
+        assert not check._verdict(res[wrong], check.OUT_NORM_REL_MAX), (wrong, res[wrong])
 
 
 RESULTS = REPO / "benchmarks" / "results"
@@ -123,7 +125,7 @@ RESULTS = REPO / "benchmarks" / "results"
 _CONFIG_FIELDS = ("block_h", "block_t", "num_warps", "num_stages", "p_scratch", "d_halves", "sm90")
 
 
-def _same_config(recorded: dict, cfg: "smd.KernelConfig") -> bool:
+def _same_config(recorded: dict, cfg: "tiles.KernelConfig") -> bool:
     return all(recorded.get(f, False) == getattr(cfg, f) for f in _CONFIG_FIELDS) and not recorded.get("ablate") \
         and (not cfg.ws_regs or (list(recorded.get("ws_regs") or []) == list(cfg.ws_regs)
                                  and recorded.get("ws_batch", 1) == cfg.ws_batch))
@@ -149,41 +151,41 @@ def test_split_heuristic_picks_the_fastest_split_the_h200_sweep_measured():
     shapes = sorted({(b, k) for _, b, k in timings})
     assert len(shapes) >= 5
     for batch, topk in shapes:
-        cfg = smd.choose_config(batch, topk, 64)
+        cfg = tiles.choose_config(batch, topk, 64)
         (name,) = [n for n, c in configs.items() if _same_config(c, cfg)]
         by_splits = timings[(name, batch, topk)]
         assert len(by_splits) >= 2, (batch, topk)
         fastest = min(by_splits, key=by_splits.get)
-        assert smd.choose_num_splits(batch, topk, 64, sms) == fastest, (batch, topk, by_splits)
+        assert tiles.choose_num_splits(batch, topk, 64, sms) == fastest, (batch, topk, by_splits)
         others = [min(v.values()) for (n, b, k), v in timings.items() if (b, k) == (batch, topk) and n != name]
         assert by_splits[fastest] <= min(others), (batch, topk)
 
 
 def test_split_heuristic_bounds():
     # A batch that fills the chip many times over gains nothing from splitting.
-    assert smd.choose_num_splits(2000, 2048, 64, 132) == 1
+    assert tiles.choose_num_splits(2000, 2048, 64, 132) == 1
     for batch in (1, 3, 16, 64, 200):
         for topk in (1, 31, 128, 512, 2048, 8192):
             for heads in (4, 16, 64):
-                cfg = smd.choose_config(batch, topk, heads)
-                splits = smd.choose_num_splits(batch, topk, heads, 132)
-                assert 1 <= splits <= min(-(-topk // cfg.block_t), smd.MAX_SPLITS)
+                cfg = tiles.choose_config(batch, topk, heads)
+                splits = tiles.choose_num_splits(batch, topk, heads, 132)
+                assert 1 <= splits <= min(-(-topk // cfg.block_t), tiles.MAX_SPLITS)
 
 
 def test_config_regimes():
-    assert smd.choose_config(1, 512, 64) is smd.SMALL
-    assert smd.choose_config(64, 2048, 16) is smd.SMALL
-    assert smd.choose_config(4, 2048, 64) is smd.MEDIUM
-    assert smd.choose_config(64, 2048, 64) is smd.LARGE
-    assert smd.LARGE.block_h == 64  # all 64 heads share each gathered tile at large batch
+    assert tiles.choose_config(1, 512, 64) is tiles.SMALL
+    assert tiles.choose_config(64, 2048, 16) is tiles.SMALL
+    assert tiles.choose_config(4, 2048, 64) is tiles.MEDIUM
+    assert tiles.choose_config(64, 2048, 64) is tiles.LARGE
+    assert tiles.LARGE.block_h == 64  # all 64 heads share each gathered tile at large batch
     # Hopper takes the Gluon wgmma kernel in the large regime (where Gluon exists); nothing else changes
-    hopper = smd.LARGE_WS if smd.gluon is not None else smd.LARGE
-    assert smd.choose_config(64, 2048, 64, arch=90) is hopper
-    assert smd.choose_config(64, 2048, 64, arch=100) is smd.LARGE
-    assert smd.choose_config(2, 2048, 64, arch=90) is smd.MEDIUM
-    assert smd.choose_config(4, 2048, 64, arch=90) is (hopper if hopper is smd.LARGE_WS else smd.MEDIUM)
-    assert smd.choose_config(4, 2048, 64, arch=100) is smd.MEDIUM
-    assert smd.choose_config(64, 2048, 16, arch=90) is smd.SMALL
+    hopper = tiles.LARGE_WS if gluon is not None else tiles.LARGE
+    assert tiles.choose_config(64, 2048, 64, arch=90) is hopper
+    assert tiles.choose_config(64, 2048, 64, arch=100) is tiles.LARGE
+    assert tiles.choose_config(2, 2048, 64, arch=90) is tiles.MEDIUM
+    assert tiles.choose_config(4, 2048, 64, arch=90) is (hopper if hopper is tiles.LARGE_WS else tiles.MEDIUM)
+    assert tiles.choose_config(4, 2048, 64, arch=100) is tiles.MEDIUM
+    assert tiles.choose_config(64, 2048, 16, arch=90) is tiles.SMALL
 
 
 def test_warp_specialized_splits_are_the_fastest_the_h200_measured():
@@ -191,7 +193,7 @@ def test_warp_specialized_splits_are_the_fastest_the_h200_measured():
     timed a warp-specialized build at several split counts, at a shape choose_config gives LARGE_WS on
     Hopper, choose_num_splits picks that build's fastest; on run 7's shapes Hopper's chooser picks the
     faster of LARGE_WS and MEDIUM, both timed there."""
-    if smd.gluon is None:
+    if gluon is None:
         pytest.skip("this Triton has no Gluon")
     run6 = json.loads((RESULTS / "sparse_mla_decode_run6_sweep.json").read_text())
     run7 = json.loads((RESULTS / "sparse_mla_decode_run7_sweep.json").read_text())
@@ -200,22 +202,22 @@ def test_warp_specialized_splits_are_the_fastest_the_h200_measured():
     ws_entries = [e for e in ws_entries if e["config"].get("ws_regs") and not e["config"].get("ablate")]
     checked = 0
     for (name, batch, topk), by_splits in _sweep_timings(ws_entries).items():
-        if len(by_splits) < 2 or smd.choose_config(batch, topk, 64, arch=90) is not smd.LARGE_WS:
+        if len(by_splits) < 2 or tiles.choose_config(batch, topk, 64, arch=90) is not tiles.LARGE_WS:
             continue
         fastest = min(by_splits, key=by_splits.get)
-        assert smd.choose_num_splits(batch, topk, 64, sms, arch=90) == fastest, (name, batch, topk, by_splits)
+        assert tiles.choose_num_splits(batch, topk, 64, sms, arch=90) == fastest, (name, batch, topk, by_splits)
         checked += 1
     assert checked >= 5
     by_name = {e["name"]: e for e in run7["sweep"]}
-    ((ws_name, _),) = [(n, e) for n, e in by_name.items() if _same_config(e["config"], smd.LARGE_WS)]
-    ((medium_name, _),) = [(n, e) for n, e in by_name.items() if _same_config(e["config"], smd.MEDIUM)]
+    ((ws_name, _),) = [(n, e) for n, e in by_name.items() if _same_config(e["config"], tiles.LARGE_WS)]
+    ((medium_name, _),) = [(n, e) for n, e in by_name.items() if _same_config(e["config"], tiles.MEDIUM)]
     timings = _sweep_timings(run7["sweep"])
     for batch, topk in sorted({(b, k) for _, b, k in timings}):
         best = {n: min(timings[(n, batch, topk)].values()) for n in (ws_name, medium_name)}
-        faster = smd.LARGE_WS if best[ws_name] < best[medium_name] else smd.MEDIUM
-        assert smd.choose_config(batch, topk, 64, arch=90) is faster, (batch, topk, best)
+        faster = tiles.LARGE_WS if best[ws_name] < best[medium_name] else tiles.MEDIUM
+        assert tiles.choose_config(batch, topk, 64, arch=90) is faster, (batch, topk, best)
     for topk in (64, 128, 192, 2048):
-        splits = smd.choose_num_splits(64, topk, 64, 132, arch=90)
+        splits = tiles.choose_num_splits(64, topk, 64, 132, arch=90)
         assert -(-topk // 64) // splits >= 2 or splits == 1
 
 
@@ -243,23 +245,23 @@ def _compile_for_sm90(fn, constexprs: dict, **options):
 
 def _compile_sm90_kernel(dequant_rows: int):
     return _compile_for_sm90(
-        smd._split_kernel_sm90, {"HAS_TOPK_LEN": True, "BLOCK_T": smd.LARGE_SM90.block_t, "DEQUANT_ROWS": dequant_rows},
-        num_warps=smd.LARGE_SM90.num_warps,
+        sm90._split_kernel_sm90, {"HAS_TOPK_LEN": True, "BLOCK_T": tiles.LARGE_SM90.block_t, "DEQUANT_ROWS": dequant_rows},
+        num_warps=tiles.LARGE_SM90.num_warps,
     )  # fmt: skip
 
 
-@pytest.mark.skipif(smd.gluon is None, reason="this Triton has no Gluon")
+@pytest.mark.skipif(gluon is None, reason="this Triton has no Gluon")
 def test_ws_kernel_compiles_to_three_warpgroups_with_register_handoff():
     # Stand-in for the H200: the warp-specialized kernel as Triton builds it for sm_90. Two consumer
     # warpgroups run wgmma (the whole S: 64x64; half of O: 64x256), the producer fills the ring by
     # cp.async and dequantizes with integer ops (no F2F.BF16.F16, the one-element-a-lane conversion the
     # fp8 -> f16 -> bf16 path compiles to); registers are handed from the producer to the consumers.
-    cfg = smd.LARGE_WS
+    cfg = tiles.LARGE_WS
     kernel = _compile_for_sm90(
-        smd._split_kernel_ws,
+        sm90_ws._split_kernel_ws,
         {"HAS_TOPK_LEN": True, "PAGE_SIZE": 64, "BLOCK_T": cfg.block_t, "STAGES": cfg.num_stages,
          "CONSUMER_REGS": cfg.ws_regs[0], "PRODUCER_REGS": cfg.ws_regs[1], "BATCH": cfg.ws_batch, "ABLATE": 0},
-        num_warps=cfg.num_warps, maxnreg=smd.WS_MAXNREG,
+        num_warps=cfg.num_warps, maxnreg=tiles.WS_MAXNREG,
     )  # fmt: skip
     sass, ptx = kernel.asm["sass"], kernel.asm["ptx"]
     assert "HGMMA.64x256x16.F32.BF16" in sass and "HGMMA.64x64x16.F32.BF16" in sass
@@ -268,17 +270,17 @@ def test_ws_kernel_compiles_to_three_warpgroups_with_register_handoff():
     regs = {int(r) for r in re.findall(r"setmaxnreg\.\w+\.sync\.aligned\.u32\s+(\d+)", ptx)}
     # 168 x 3 warpgroups = 504 a lane: the second consumer and the producer as configured, the first
     # consumer what is left
-    assert {cfg.ws_regs[0], cfg.ws_regs[1], 3 * smd.WS_MAXNREG - sum(cfg.ws_regs)} <= regs
+    assert {cfg.ws_regs[0], cfg.ws_regs[1], 3 * tiles.WS_MAXNREG - sum(cfg.ws_regs)} <= regs
     assert kernel.metadata.shared <= 227 * 1024
     # a few spilled scalars in the consumers (16 stores with Triton 3.9, 11 with the H200's 3.6), none a tile
     assert len(re.findall(r"\bSTL\b", sass)) <= 24
 
 
-@pytest.mark.skipif(smd.gluon is None, reason="this Triton has no Gluon")
+@pytest.mark.skipif(gluon is None, reason="this Triton has no Gluon")
 def test_sm90_kernel_compiles_to_wgmma_without_spills():
     # Stand-in for the H200 (CI has no GPU): Triton's own sm_90 build of the Hopper kernel. It must
     # use wgmma (HGMMA), keep everything in registers (no local-memory traffic) and fit in shared memory.
-    kernel = _compile_sm90_kernel(smd.LARGE_SM90.dequant_rows)
+    kernel = _compile_sm90_kernel(tiles.LARGE_SM90.dequant_rows)
     sass = kernel.asm["sass"]
     assert "HGMMA.64x256x16.F32.BF16" in sass and "HGMMA.64x32x16.F32.BF16" in sass
     assert "LDGSTS" in sass  # the ring is filled by cp.async

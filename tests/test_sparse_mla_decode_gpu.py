@@ -9,14 +9,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tools.kernels import sparse_mla_decode as smd
+from tools.kernels.splitk import gluon_lang, sm90_ws
 
 pytestmark = pytest.mark.skipif(
-    smd.gluon is None or not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+    gluon_lang.gluon is None or not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
     reason="needs Gluon and a compute capability 9.0 GPU",
 )
 
-if smd.gluon is not None:
+if gluon_lang.gluon is not None:
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
 
@@ -28,7 +28,7 @@ if smd.gluon is not None:
         offs = gl.expand_dims(r, 1) * 64 + gl.expand_dims(c, 0)
         raw = gl.load(raw_ptr + offs)
         sc = gl.expand_dims(gl.load(sc_ptr + r), 1)
-        gl.store(out_ptr + offs, smd._ws_dequant(raw, sc))
+        gl.store(out_ptr + offs, sm90_ws._ws_dequant(raw, sc))
 
 
 def test_ws_dequantization_is_exact_for_every_fp8_code_and_scale():

@@ -1,14 +1,14 @@
 """A lever that kills the one-process sweep (a segfault, the OOM killer): the runs before it are kept,
 the run it died in is a failed run with the signal and the stderr tail, that setting is not run again,
-and the rest go on in a new process (agent.engines.run_sweep over the real engine and box)."""
+and the rest go on in a new process (agent.engine_runs.run_sweep over the real engine and box)."""
 
+from agent.box.local import LocalBox
 from agent.config import load_target
-from agent.engines import Setting, measured_batch, run_sweep, with_lever
+from agent.engine_runs import Setting, measured_batch, run_sweep, with_lever
 from agent.rundir import RunDir
 from agent.runlog import RunLog
-from agent.session import Session
-from agent.steps.levers import sweep_runs
-from tools.box import LocalBox
+from agent.session.live import LiveSession
+from agent.steps.measurements import sweep_runs
 from tools.engines.reference.sweep import CRASH_ENV
 
 
@@ -18,7 +18,7 @@ def test_a_run_that_kills_the_sweep_process_fails_alone_and_the_sweep_goes_on(tm
     crash = Setting("crash", {**torch.env, CRASH_ENV: "1"}, dict(torch.options))
     runs = [("baseline#r1", torch), ("crash#r1", crash), ("baseline#r2", torch), ("crash#r2", crash), ("baseline#r3", torch)]
     run = RunDir.create(tmp_path, "r")
-    session = Session(run, RunLog.create(run.log_path), LocalBox())
+    session = LiveSession(run, RunLog.create(run.log_path), LocalBox())
     batch = measured_batch(target, "cpu")
     result = run_sweep(session, target, "cpu", runs, batch)
 

@@ -1,4 +1,4 @@
-"""Kernel time by launching frame (tools.trace.ops) and the profiler's own gaps (tools.trace.steps),
+"""Kernel time by launching frame (tools.trace.frames, tools.trace.ops) and the profiler's own gaps (tools.trace.steps),
 on real traces: the H200 captures (no Python stacks, real correlation ids and ProfilerStep ranges,
 a CUDA-graph replay), the reference engine's CPU trace recorded with stacks, and the H200 traces
 with stacks that scripts/h200/capture_stack_traces.sh records (skipped until they are committed).
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.steps.profile import attribute_dominant
+from agent.steps.attribution import attribute_dominant
 from tools import trace
-from tools.trace import ops
+from tools.trace import frames, ops
 
 DATA = Path(__file__).parent / "data"
 H200 = DATA / "h200-traces"
@@ -140,13 +140,13 @@ def test_step_windows_survive_a_round_trip_and_old_summaries_read_without_them()
 
 
 def test_library_frames_are_told_from_user_frames():
-    assert not ops.is_user_file("torch/nn/modules/module.py")
-    assert not ops.is_user_file("triton/runtime/jit.py")
-    assert not ops.is_user_file("threading.py")
-    assert not ops.is_user_file("/usr/lib/python3/dist-packages/numpy/core/x.py")
-    assert ops.is_user_file("sglang/kernels/ops/attention/flash_mla_sm120_triton.py")
-    assert ops.is_user_file("/venv/lib/python3.11/site-packages/sglang/srt/layers/x.py")
-    assert ops.is_user_file("tools/engines/reference/model.py")
+    assert not frames.is_user_file("torch/nn/modules/module.py")
+    assert not frames.is_user_file("triton/runtime/jit.py")
+    assert not frames.is_user_file("threading.py")
+    assert not frames.is_user_file("/usr/lib/python3/dist-packages/numpy/core/x.py")
+    assert frames.is_user_file("sglang/kernels/ops/attention/flash_mla_sm120_triton.py")
+    assert frames.is_user_file("/venv/lib/python3.11/site-packages/sglang/srt/layers/x.py")
+    assert frames.is_user_file("tools/engines/reference/model.py")
 
 
 def _brute_force_op_total(path: Path, function: str) -> tuple[float, set[str]]:
@@ -306,8 +306,8 @@ def test_h200_profile_attribution_reads_the_eager_twin_of_the_graph_replay():
 def test_h200_profile_finding_carries_the_operation_and_the_profilers_gaps(monkeypatch):
     """The profile step on the capture's own engine result: graph replay as run, eager twin for attribution."""
     from agent.config import load_target
-    from agent.state import Finding
     from agent.steps import profile as profile_step
+    from schema.finding import Finding
 
     target, _ = load_target("dsv4-flash")
     result = json.loads((H200_STACKS / "bench-result.json").read_text())
@@ -324,7 +324,7 @@ def test_h200_profile_finding_carries_the_operation_and_the_profilers_gaps(monke
     levers = Finding(index=2, step="levers", headline="", verdict="", data={"levers": []})
     state = {"target": target.model_dump(mode="json"),
              "findings": [survey.model_dump(mode="json"), levers.model_dump(mode="json")]}
-    finding = profile_step.profile_decode(state, Served())
+    finding = profile_step.profile_decode(state, Served(), target)
     graph = trace.summarize([H200_STACKS_GRAPH]).merged
     op = finding.data["operation"]
     assert (op["status"], op["source"], op["frame"]["function"]) == (ops.ATTRIBUTED, "eager profile", WRAPPER)

@@ -1,19 +1,52 @@
-"""One module per investigation step. A step reads the state, gathers evidence through the session's
-recorded tool calls, decides with plain functions, and returns one Finding; ``as_node`` turns it into
-a LangGraph node that journals the finding and returns it as a state update."""
+"""One module per investigation step. A step reads the state and the run's target, gathers evidence
+through the session's recorded tool calls, decides with plain functions, and returns a Draft (what it
+established); ``as_node`` turns it into a LangGraph node that numbers the draft into the run's next
+Finding, journals it and returns it as a state update.
+
+Beside the steps, the helpers several steps share, so that no step imports another: ``amdahl``
+(Amdahl's law over a profile), ``measurements`` (reading the engine's measurements), ``attribution``
+(the dominant kernel's operation in a trace) and ``diagnosis`` (the grid tool's kernel diagnosis shown)."""
 
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Any, Callable
 
 from langgraph.runtime import Runtime
+from pydantic import BaseModel, ConfigDict, Field
 
+from agent.config import Target
 from agent.evidence import validate
 from agent.session import Session
-from agent.state import Finding, InvestigationState
+from agent.state import InvestigationState
+from schema.finding import Finding, Number, StepName, Table
 
-StepFn = Callable[[InvestigationState, Session], Finding]
+
+class Draft(BaseModel):
+    """What a step established, before its node numbers it: a Finding less its ``index`` and ``step``
+    (the fields mean what they mean there), which ``as_node`` fills in from the run's state."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    headline: str
+    verdict: str
+    numbers: dict[str, Number] = Field(default_factory=dict)
+    tables: list[Table] = Field(default_factory=list)
+    artifacts: dict[str, str] = Field(default_factory=dict)
+    evidence: list[int] = Field(default_factory=list)
+    labels: list[str] = Field(default_factory=list)
+    data: dict[str, Any] = Field(default_factory=dict)
+
+    def number(self, key: str) -> Any:
+        return self.numbers[key].value
+
+    def numbered(self, state: InvestigationState, step: StepName) -> Finding:
+        """The finding this draft becomes as ``step``'s: the next after the findings in ``state``.
+        A step holding its own claims against the earlier findings (consistency) asks for it too."""
+        return Finding(index=len(state.get("findings", [])) + 1, step=step, **dict(self))
+
+
+StepFn = Callable[[InvestigationState, Session, Target], Draft]
 
 
 class StepFailed(RuntimeError):
@@ -42,13 +75,14 @@ def portable(finding: Finding) -> Finding:
     return Finding.model_validate(_rounded(finding.model_dump(mode="json")))
 
 
-def as_node(step: str, fn: StepFn):
-    """Wrap a step function as a node: begin the step, record its finding, return it as an update."""
+def as_node(step: StepName, fn: StepFn):
+    """Wrap a step function as a node: begin the step with the session and target of the run's context
+    (agent.graph.RunContext), number its draft into the next finding, record it, return it as an update."""
 
     def node(state: InvestigationState, runtime: Runtime) -> dict:
         session: Session = runtime.context.session
         session.begin_step(step)
-        finding = portable(fn(state, session))
+        finding = portable(fn(state, session, runtime.context.target).numbered(state, step))
         validate(finding)  # the step's data must fit the model the steps after it read (agent.evidence)
         session.record_finding(finding)
         session.end_step(finding)

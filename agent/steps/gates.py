@@ -5,14 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from agent import stats
-from agent.engines import Setting, measured_batch, run_sweep
-from agent.session import Session
-from agent.state import Finding, InvestigationState, Number, Table, finding_for, next_index
-from agent.steps.levers import output_check, ratio_text, sweep_runs
-from agent.steps.survey import target_of
+from agent.config import Target
+from agent.engine_runs import Setting, measured_batch, run_sweep
 from agent.evidence import evidence, typed
+from agent.session import Session
+from agent.state import InvestigationState, finding_for
+from agent.steps import Draft
+from agent.steps.measurements import output_check, ratio_text, sweep_runs
+from schema.finding import Number, Table
 
-TOP_KERNELS = 20
+SCANNED_KERNELS = 20  # the profile's largest kernels, tied to the gates on their paths
 SHOWN_GATES = 25
 SKIPPED_TREES = ("test/", "tests/", "benchmark/", "benchmarks/")
 
@@ -102,7 +104,7 @@ def scan_args(source: str | None, sm: int, kernels: list[str], env: dict[str, st
     return {"source": source, "sm": sm, "kernels": kernels, "env": env}
 
 
-def measure_what_if(state: InvestigationState, session: Session, box_sm: int) -> tuple[list[dict], list[int]]:
+def measure_what_if(state: InvestigationState, session: Session, target: Target, box_sm: int) -> tuple[list[dict], list[int]]:
     """Measure on the box each engine backend the target names for a fast path the box's gates allow
     and the declared hardware's do not: apart from the deployment's numbers, as a what-if. One
     engine.sweep alternates the profiled setting and the what-ifs (a warm-up of each, then the
@@ -110,7 +112,6 @@ def measure_what_if(state: InvestigationState, session: Session, box_sm: int) ->
     output is checked against the profiled setting's, as a lever's is. Each row: backend, sm, tok_s
     (projected: the profiled run's tok/s x the ratio), reference_tok_s, x, interval, interval_basis,
     output, seq; or error."""
-    target = target_of(state)
     profile = finding_for(state, "profile")
     profiled = profile.data["setting"]
     device = evidence(state, "survey").box.device
@@ -177,40 +178,67 @@ def what_if_table_rows(measured: list[dict]) -> list[list]:
     return rows
 
 
-def scan_gates(state: InvestigationState, session: Session) -> Finding:
+def scan_gates(state: InvestigationState, session: Session, target: Target) -> Draft:
     """Scan the engine's source on the box for capability gates, evaluated for the declared
     architecture with the deployment's environment, and tie them to the profiled kernels (which are
     fallbacks of a gated-off path, and which switches choose between them). Where the box's
     architecture differs, the same scan for the box and a measurement of the backends its gates
     open are reported apart, as a what-if."""
-    target = target_of(state)
     survey, profile = finding_for(state, "survey"), finding_for(state, "profile")
     source = survey.data["software"].get("sglang_dir")
-    kernels = [k["name"] for k in profile.data["summary"]["merged"]["kernels"][:TOP_KERNELS]] if profile and profile.data.get("summary") else []
+    kernels = [k["name"] for k in profile.data["summary"]["merged"]["kernels"][:SCANNED_KERNELS]] if profile and profile.data.get("summary") else []
     env = dict(target.engine.env)
     declared_sm, box_sm = target.deployment.sm, typed(survey).box.sm
     declared = session.call("gates.scan", scan_args(source, declared_sm, kernels, env))
     seqs = [declared["seq"]]
     if not declared["ok"]:
-        return Finding(index=next_index(state), step="gates", verdict="failed", evidence=seqs, labels=["failed"],
-                       headline=f"the gate scan failed: {declared['error']}",
-                       data={"fallback_kernels": [], "architectures_passing": []})
+        return Draft(verdict="failed", evidence=seqs, labels=["failed"],
+                     headline=f"the gate scan failed: {declared['error']}",
+                     data={"fallback_kernels": [], "architectures_passing": []})
     data = declared["data"]
-    known = data["scan"]["sm_versions"]
     rows = data["evaluation"]
     ties = [t for t in data["kernels"] if t.get("fallback")]
     shown, shown_exits, exits_passed = split_rows(rows, ties)
-    failing = [r for r in rows if r["passes"] is False]
+    unresolved = data["scan"].get("unresolved", [])
+    tables = _tables(declared_sm, data["scan"]["sm_versions"], ties, shown, shown_exits, exits_passed, unresolved)
+    labels, what_if_data = [], None
+    if box_sm and box_sm != declared_sm:
+        box_scan = session.call("gates.scan", scan_args(source, box_sm, kernels, env))
+        seqs.append(box_scan["seq"])
+        labels.append("what-if")
+        failing = [r for r in rows if r["passes"] is False]
+        what_if_data = _what_if(state, session, target, box_sm, box_scan, failing, ties, tables, seqs)
+    fallback_kernels = fallbacks_of(ties)
+    passing = sorted({s for f in fallback_kernels for s in (f["sms"] or []) if s != declared_sm})
+    headline = headline_for(declared_sm, shown, shown_exits, exits_passed, ties, len(unresolved))
+    return Draft(
+        headline=headline, verdict="gated" if ties else "open",
+        numbers={"failing": Number(value=len(shown), label=f"engine gates sm_{declared_sm} fails", seqs=seqs[:1]),
+                 "failing_exits": Number(value=len(shown_exits), label=f"of them, early-exit guards sm_{declared_sm} takes",
+                                         seqs=seqs[:1]),
+                 "exits_passed": Number(value=len(exits_passed), label=f"early-exit guards sm_{declared_sm} passes",
+                                        seqs=seqs[:1]),
+                 "unresolved": Number(value=len(unresolved), label="gates the scan could not resolve", seqs=seqs[:1])},
+        tables=tables, evidence=seqs, labels=labels,
+        data={"fallback_kernels": fallback_kernels, "architectures_passing": passing, "switches": switches_of(ties),
+              "failing": [f"{r['file']}:{r['line']}" for r in shown],
+              "failing_exits": [f"{r['file']}:{r['line']}" for r in shown_exits],
+              "exits_passed": [f"{r['file']}:{r['line']}" for r in exits_passed],
+              "ties": ties, "what_if": what_if_data},
+    )
+
+
+def _tables(declared_sm: int, known: list[int], ties: list[dict], shown: list[dict], shown_exits: list[dict],
+            exits_passed: list[dict], unresolved: list[dict]) -> list[Table]:
+    """The declared architecture's tables: the profiled kernels tied to gated-off paths, the gates it
+    fails, the early-exit guards it passes, and what the scan could not resolve."""
     gate_rows = [[f"{r['file']}:{r['line']}", f"{role_text(r)} ({r['kind']})", r.get("helper") or "-", allows_text(r, known),
                   (("exit: " + r["alternative"][:72] + " | else ") if r.get("role") == "exits" else "") + r["guarded"][:80]]
                  for r in shown[:SHOWN_GATES]]
     tie_rows = [[tie["kernel"], tie["defined_at"], alternative["at"], ", ".join(alternative["names"][:2]),
                  sm_list(alternative.get("sms"), known), reached_by(tie)]
                 for tie in ties for alternative in tie.get("alternatives", [])]
-    fallback_kernels = fallbacks_of(ties)
-    switches = switches_of(ties)
-    unresolved = data["scan"].get("unresolved", [])
-    tables = [
+    return [
         Table(title="Profiled kernels that are fallbacks of a gated-off fast path",
               columns=["kernel", "defined at", "gated path at", "fast path", "allowed on", "environment that reaches the kernel"],
               rows=tie_rows),
@@ -227,47 +255,33 @@ def scan_gates(state: InvestigationState, session: Session) -> Finding:
         Table(title=f"Unresolved ({len(unresolved)}; the first 10)", columns=["where", "why"],
               rows=[[u["at"], u["reason"][:120]] for u in unresolved[:10]]),
     ]
-    labels, what_if_data = [], None
-    if box_sm and box_sm != declared_sm:
-        box_scan = session.call("gates.scan", scan_args(source, box_sm, kernels, env))
-        seqs.append(box_scan["seq"])
-        labels.append("what-if")
-        if box_scan["ok"]:
-            differs = [r for r in box_scan["data"]["evaluation"] if r["passes"] is True
-                       and any(d["id"] == r["id"] and d["passes"] is False for d in failing)]
-            measured, measured_seqs = measure_what_if(state, session, box_sm)
-            seqs += measured_seqs
-            tables.append(Table(title=f"What-if: gates the box (sm_{box_sm}) passes and sm_{declared_sm} fails",
-                                columns=["where", "helper", "guards"],
-                                rows=[[f"{r['file']}:{r['line']}", r.get("helper") or "-", r["guarded"][:80]]
-                                      for r in relevant_first(differs, tie_files(ties))[:SHOWN_GATES]],
-                                note=f"{len(differs)} gates; the box's picture, not the deployment's"))
-            if measured:
-                tables.append(Table(title="What-if: backends the box's gates open, measured on the box",
-                                    columns=["backend", "gate passed", "tok/s (projected)", "profiled setting tok/s (projected)",
-                                             f"vs the profiled setting [{noise_pct(target)} CI]", "output vs the profiled setting",
-                                             "log"],
-                                    rows=what_if_table_rows(measured),
-                                    note="stand-in box numbers; never part of the deployment's ceiling; tok/s projected: "
-                                         "the profiled run's tok/s x the ratio measured in alternating rounds"))
-            what_if_data = {"sm": box_sm, "passes_more": len(differs), "measured": measured}
-        else:
-            tables.append(Table(title=f"What-if: the box's scan (sm_{box_sm}) failed", columns=["error"],
-                                rows=[[box_scan["error"]]]))
-    passing = sorted({s for f in fallback_kernels for s in (f["sms"] or []) if s != declared_sm})
-    headline = headline_for(declared_sm, shown, shown_exits, exits_passed, ties, len(unresolved))
-    return Finding(
-        index=next_index(state), step="gates", headline=headline, verdict="gated" if ties else "open",
-        numbers={"failing": Number(value=len(shown), label=f"engine gates sm_{declared_sm} fails", seqs=seqs[:1]),
-                 "failing_exits": Number(value=len(shown_exits), label=f"of them, early-exit guards sm_{declared_sm} takes",
-                                         seqs=seqs[:1]),
-                 "exits_passed": Number(value=len(exits_passed), label=f"early-exit guards sm_{declared_sm} passes",
-                                        seqs=seqs[:1]),
-                 "unresolved": Number(value=len(unresolved), label="gates the scan could not resolve", seqs=seqs[:1])},
-        tables=tables, evidence=seqs, labels=labels,
-        data={"fallback_kernels": fallback_kernels, "architectures_passing": passing, "switches": switches,
-              "failing": [f"{r['file']}:{r['line']}" for r in shown],
-              "failing_exits": [f"{r['file']}:{r['line']}" for r in shown_exits],
-              "exits_passed": [f"{r['file']}:{r['line']}" for r in exits_passed],
-              "ties": ties, "what_if": what_if_data},
-    )
+
+
+def _what_if(state: InvestigationState, session: Session, target: Target, box_sm: int, box_scan: dict,
+             failing: list[dict], ties: list[dict], tables: list[Table], seqs: list[int]) -> dict[str, Any] | None:
+    """The box's own scan, apart from the deployment's: the gates it passes that the declared
+    architecture fails, and the backends they open measured on the box (measure_what_if). Appends
+    its tables to ``tables`` and its log lines to ``seqs``; returns the finding's ``what_if`` data."""
+    declared_sm = target.deployment.sm
+    if not box_scan["ok"]:
+        tables.append(Table(title=f"What-if: the box's scan (sm_{box_sm}) failed", columns=["error"],
+                            rows=[[box_scan["error"]]]))
+        return None
+    differs = [r for r in box_scan["data"]["evaluation"] if r["passes"] is True
+               and any(d["id"] == r["id"] and d["passes"] is False for d in failing)]
+    measured, measured_seqs = measure_what_if(state, session, target, box_sm)
+    seqs += measured_seqs
+    tables.append(Table(title=f"What-if: gates the box (sm_{box_sm}) passes and sm_{declared_sm} fails",
+                        columns=["where", "helper", "guards"],
+                        rows=[[f"{r['file']}:{r['line']}", r.get("helper") or "-", r["guarded"][:80]]
+                              for r in relevant_first(differs, tie_files(ties))[:SHOWN_GATES]],
+                        note=f"{len(differs)} gates; the box's picture, not the deployment's"))
+    if measured:
+        tables.append(Table(title="What-if: backends the box's gates open, measured on the box",
+                            columns=["backend", "gate passed", "tok/s (projected)", "profiled setting tok/s (projected)",
+                                     f"vs the profiled setting [{noise_pct(target)} CI]", "output vs the profiled setting",
+                                     "log"],
+                            rows=what_if_table_rows(measured),
+                            note="stand-in box numbers; never part of the deployment's ceiling; tok/s projected: "
+                                 "the profiled run's tok/s x the ratio measured in alternating rounds"))
+    return {"sm": box_sm, "passes_more": len(differs), "measured": measured}

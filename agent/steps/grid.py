@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from agent.config import Target
-from agent.engines import Setting, bench_spec, profiled_shapes
-from agent.session import Session
-from agent.state import Finding, InvestigationState, Number, Table, finding_for, next_index
-from agent.steps.survey import target_of
+from agent.engine_runs import Setting, bench_spec, profiled_shapes
 from agent.evidence import typed
+from agent.session import Session
+from agent.state import InvestigationState, finding_for
+from agent.steps import Draft
+from agent.steps.diagnosis import diagnosis_summary, diagnosis_table, display_path, rewrite_estimate, stall_text
+from schema.finding import Finding, Number, Table
 from tools.trace.launches import launch_durations, longest_position
 
 
@@ -99,12 +100,6 @@ def measure_ncu(session: Session, target: Target, box: dict, profile: Finding, k
     return record
 
 
-def stall_text(ncu: dict[str, Any], top: int = 3) -> str:
-    """The largest warp-stall reasons, e.g. "mio_throttle 2.58 (32%), short_scoreboard 1.49 (18%)"."""
-    return ", ".join(f"{s['reason']} {s['value']:.3g}" + (f" ({s['share']:.0%})" if s.get("share") is not None else "")
-                     for s in (ncu.get("stalls") or [])[:top])
-
-
 def primary_config(report: dict[str, Any]) -> dict[str, Any] | None:
     """The config the box reported choosing, else the first candidate."""
     configs = report.get("configs") or []
@@ -147,174 +142,85 @@ def splitk_estimate(report: dict[str, Any], arch: str) -> dict[str, Any] | None:
                                        "(structural estimate)")}
 
 
-def _axis_name(report: dict[str, Any], axis: int) -> str:
-    axes = report.get("grid_axes") or []
-    expr = axes[axis].get("expr") if axis < len(axes) else None
-    return f"axis {axis} ({expr})" if expr else f"axis {axis}"
-
-
-def _bytes(value: int | None) -> str:
-    if value is None:
-        return "?"
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if value >= size:
-            return f"{value / size:.3g} {unit}"
-    return f"{value} B"
-
-
-def rewrite_estimate(diagnosis: dict[str, Any]) -> dict[str, Any]:
-    """What the split-K rewrite (tools/kernels/sparse_mla_decode.py) removes of the diagnosed causes,
-    and the speedup that follows from them, with its basis.
-
-    The rewrite gathers each KV tile once for a block of heads (a redundancy of about 1, tested in
-    tests/test_kernel_diagnosis.py) and forms both inner products with ``tl.dot``. On a kernel that
-    Nsight Compute finds L1/latency-bound, its time follows the bytes its programs pull through
-    L1/TEX, so loading every byte once divides the time by up to loaded/unique; the math moving to
-    tensor cores is counted only where ncu finds the kernel compute-bound. Without ncu data the same
-    ratio is given as resting on an unmeasured bound.
-    """
-    ncu = diagnosis.get("ncu") or {}
-    bound = ncu.get("bound", "not measured")
-    factor = diagnosis.get("redundancy_factor")
-    removes = []
-    if factor is not None and factor > 1.05:
-        removes.append({"cause": "redundant loads", "now": factor, "after": 1.0,
-                        "what": f"loads replicated across {', '.join(diagnosis.get('independent_axes_names') or []) or 'grid axes'} "
-                                "they do not depend on; the rewrite loads each KV tile once per head block"})
-    if diagnosis.get("inner_product") in ("CUDA-core multiply-reduce", "mixed"):
-        removes.append({"cause": "CUDA-core multiply-reduce", "now": diagnosis["inner_product"], "after": "tensor-core dot",
-                        "what": f"lines {', '.join(str(x) for x in diagnosis.get('multiply_reduce_lines') or [])}: "
-                                "elementwise products summed by tl.sum; the rewrite uses tl.dot"})
-    speedup, basis = None, ""
-    if factor is not None:
-        speedup = factor
-        if bound in ("L1/TEX-bound", "L1/latency-bound"):
-            basis = (f"ncu: {ncu.get('basis')}; the kernel's time follows the bytes its programs load through L1/TEX, "
-                     f"and loading each once ({_bytes(diagnosis.get('unique_bytes'))} instead of {_bytes(diagnosis.get('loaded_bytes'))}) "
-                     f"divides them by {factor:.3g}: an upper estimate (another limit, e.g. latency of the remaining loads, binds sooner)")
-        elif bound == "memory-bound":
-            basis = (f"ncu: {ncu.get('basis')}; DRAM traffic already near peak follows the unique bytes, not the replicated "
-                     "ones, so the redundancy gives little here: the ratio is not a time estimate")
-            speedup = None
-        elif bound == "compute-bound":
-            basis = f"ncu: {ncu.get('basis')}; the math binds: the tensor-core dots, not the bytes, decide the gain (not estimated)"
-            speedup = None
-        else:
-            basis = (f"bytes loaded / unique bytes = {factor:.3g} (structural, from the source); what bounds the kernel is "
-                     f"{bound} ({ncu.get('why') or ncu.get('error') or ncu.get('basis') or 'no Nsight Compute data'}), so this "
-                     "rests on the kernel being bound by the bytes it loads")
-        if diagnosis.get("inner_product") in ("CUDA-core multiply-reduce", "mixed") and bound != "compute-bound":
-            sm = (ncu.get("throughput_pct") or {}).get("sm")
-            basis += ("; the move to tensor cores is not counted" +
-                      (f": SM throughput {sm:.3g}% of peak, the math does not bind" if sm is not None else ": its gain is not measured"))
-    return {"removes": [r["cause"] for r in removes], "causes": removes, "speedup": speedup,
-            "speedup_kind": "upper estimate" if speedup is not None else None, "basis": basis, "bound": bound}
-
-
-def diagnosis_summary(point: dict[str, Any], report: dict[str, Any], source_root: str | None) -> dict[str, Any] | None:
-    """The grid tool's diagnosis at one evaluation point, with the padding programs of that point and
-    the rewrite estimate: None for a journal recorded before the tool reported a diagnosis."""
-    diagnosis = report.get("diagnosis")
-    if diagnosis is None:
-        return None
-    if not diagnosis.get("ok"):
-        return {"ok": False, "error": diagnosis.get("error"), "ncu": diagnosis.get("ncu")}
-    programs = diagnosis.get("programs")
-    padding = (point["kernel_heads"] - point["heads_per_rank"]) * point["batch"]  # as the grid table counts them: a program a head
-    ncu = diagnosis.get("ncu") or {}
-    throughput = ncu.get("throughput_pct") or {}
-    out = {
-        "ok": True, "point": point["label"], "config": diagnosis.get("config"), "programs": programs,
-        "file": _display_path(report.get("file", ""), source_root),
-        "redundancy_factor": diagnosis.get("redundancy_factor"), "loaded_bytes": diagnosis.get("loaded_bytes"),
-        "unique_bytes": diagnosis.get("unique_bytes"), "gather_redundancy_factor": diagnosis.get("gather_redundancy_factor"),
-        "gathered_bytes": diagnosis.get("gathered_bytes"), "unique_gathered_bytes": diagnosis.get("unique_gathered_bytes"),
-        "gather_lines": diagnosis.get("gather_lines") or [],
-        "independent_axes_names": [_axis_name(report, a) for a in diagnosis.get("independent_axes_of_gathers") or []],
-        "inner_product": diagnosis.get("inner_product"), "dot_lines": diagnosis.get("dot_lines") or [],
-        "multiply_reduce_lines": diagnosis.get("multiply_reduce_lines") or [],
-        "cuda_core_macs": diagnosis.get("cuda_core_macs"), "tensor_core_macs": diagnosis.get("tensor_core_macs"),
-        "padding_programs": padding, "padding_share": padding / programs if programs else None,
-        "assumptions": diagnosis.get("assumptions") or [],
-        "ncu": ncu,
-        "dram_pct": throughput.get("dram"), "l1tex_pct": throughput.get("l1tex"), "l2_pct": throughput.get("l2"),
-        "sm_pct": throughput.get("sm"), "achieved_occupancy": ncu.get("achieved_occupancy"),
-        "bound": ncu.get("bound", "not measured"),
-    }
-    if ncu.get("measured"):
-        # an export of another launch shape still says what bounds the kernel, but not at this point's grid
-        ncu_programs = math.prod(ncu["grid"]) if ncu.get("grid") else None
-        out["ncu_same_grid"] = ncu_programs == programs
-    out["rewrite_estimate"] = rewrite_estimate(out)
-    return out
-
-
-def diagnosis_table(kernel: str, d: dict[str, Any]) -> Table:
-    """Cause, evidence, figure and source line of each diagnosed cause."""
-    where = d["file"]
-    rows = []
-    if d.get("ok"):
-        lines = ", ".join(str(x) for x in d["gather_lines"]) or "-"
-        axes = ", ".join(d["independent_axes_names"]) or "none"
-        rows.append(["redundant gathers", f"the gathered rows' addresses do not depend on grid {axes}: every program along it loads the same rows",
-                     f"{d['gather_redundancy_factor']:.3g}x ({_bytes(d['gathered_bytes'])} loaded for {_bytes(d['unique_gathered_bytes'])} unique)"
-                     if d["gather_redundancy_factor"] is not None else "?", f"{where}:{lines}"])
-        rows.append(["all loads", "bytes all programs load against the unique bytes the call needs",
-                     f"{d['redundancy_factor']:.3g}x ({_bytes(d['loaded_bytes'])} for {_bytes(d['unique_bytes'])})"
-                     if d["redundancy_factor"] is not None else "?", where])
-        math_lines = d["multiply_reduce_lines"] if d["inner_product"] != "tensor-core dot" else d["dot_lines"]
-        macs = d["cuda_core_macs"] if d["inner_product"] != "tensor-core dot" else d["tensor_core_macs"]
-        rows.append(["inner products", d["inner_product"], f"{macs:.3g} multiply-adds" if macs else "-",
-                     f"{where}:{', '.join(str(x) for x in math_lines) or '-'}"])
-        if d["padding_programs"]:
-            rows.append(["padding programs", "programs whose heads are TP padding (their output is discarded)",
-                         f"{d['padding_programs']} of {d['programs']} ({d['padding_share']:.0%})", where])
-    else:
-        rows.append(["diagnosis", f"failed: {d.get('error')}", "-", where if "file" in d else "-"])
-    ncu = d.get("ncu") or {}
-    if ncu.get("measured"):
-        grid = "x".join(str(x) for x in ncu.get("grid") or []) or "?"
-        shape = "" if d.get("ncu_same_grid") else f" (measured on grid {grid}, not this point's {d.get('programs')} programs)"
-        launch = f"; measured on {ncu['launch']['why']}" if (ncu.get("launch") or {}).get("why") else ""
-        rows.append(["Nsight Compute", ncu.get("basis", "") + shape + launch, f"{ncu['bound']}; achieved occupancy "
-                     + (f"{ncu['achieved_occupancy']:.3g}%" if ncu.get("achieved_occupancy") is not None else "not exported"),
-                     ncu.get("source", "")])
-        if ncu.get("stalls"):
-            cycles = (ncu.get("warp_state") or {}).get("warp_cycles_per_issued_instruction")
-            rows.append(["warp stalls", "the largest stall reasons (Warp State Statistics): cycles a warp spends in each per issued "
-                         "instruction" + (f", of {cycles:.3g} between two issues" if cycles else ""), stall_text(ncu), ncu.get("source", "")])
-    else:
-        rows.append(["Nsight Compute", ncu.get("why") or ncu.get("error") or "no data", "not measured", "-"])
-    estimate = d.get("rewrite_estimate") or {}
-    return Table(title=f"Diagnosis of {kernel} ({d.get('point', '?')})", columns=["cause", "evidence", "figure", "source"], rows=rows,
-                 note=("rewrite removes: " + (", ".join(estimate.get("removes") or []) or "nothing diagnosed") +
-                       (f"; speedup {estimate['speedup']:.3g}x ({estimate['speedup_kind']}): {estimate['basis']}" if estimate.get("speedup") else
-                        (f"; {estimate['basis']}" if estimate.get("basis") else "")) +
-                       ". Assumptions: " + "; ".join(d.get("assumptions") or [])))
-
-
-def _display_path(path: str, source_root: str | None) -> str:
-    if source_root and path.startswith(source_root.rstrip("/") + "/"):
-        return "sglang/" + path[len(source_root.rstrip("/")) + 1:]
-    return path
-
-
-def read_grid(state: InvestigationState, session: Session) -> Finding:
+def read_grid(state: InvestigationState, session: Session, target: Target) -> Draft:
     """Find the dominant kernel's source on the box, its launch site and grid expression, and evaluate
     them at the deployment's per-rank shapes (batch 1 and the goal's concurrency, declared SMs and
     architecture) and at the profiled shapes: programs against SMs, waves, the serial loops each
     program runs with their trip counts per config, registers, and how many programs compute padding.
     Split-K is a candidate when a serial reduction loop is not covered by the grid and the programs
     are less than one wave at some evaluated decode batch."""
-    target = target_of(state)
     survey = finding_for(state, "survey")
     profile = finding_for(state, "profile")
     box = survey.data["box"]
     kernel = typed(profile).dominant.name
     source_root = survey.data["software"].get("sglang_dir")
+    ncu = measure_ncu(session, target, box, profile, kernel)
+    reports, seqs, failures, seq_of = _read_reports(session, target, box, profile, kernel, source_root, ncu)
+    if not reports:
+        return Draft(verdict="no-source",
+                     headline=f"{kernel}'s grid could not be read: {'; '.join(failures)}",
+                     evidence=seqs, labels=["failed"],
+                     data={"kernel": kernel, "splitk_candidate": False, "failures": failures,
+                           "splitk_reason": "the kernel's source and grid could not be read"})
+
+    declared_sm_count = target.deployment.sm_count
+    rows, loop_rows, candidates = _grid_rows(box, declared_sm_count, reports)
+    first_point, first = reports[0]
+    where = f"{display_path(first['file'], source_root)}:{first['line']}"
+    launcher = first.get("launcher") or {}
+    deployment_concurrency = next((r for p, r in reports if p["label"] == f"deployment B={target.goal.concurrency}"), first)
+    loop = reduction_loop(first)
+    box_point = next((r for p, r in reports if p["where"] == "box"), None)
+    estimate = splitk_estimate(box_point or deployment_concurrency, (next((p for p, r in reports if p["where"] == "box"), first_point))["arch"])
+    focus_point, focus_report = next(((p, r) for p, r in reports if p["where"] == "box"), None) or next(
+        ((p, r) for p, r in reports if r is deployment_concurrency), reports[0])
+    diagnosis = diagnosis_summary(focus_point, focus_report, source_root)
+    if diagnosis is not None:
+        diagnosis = with_ncu_record(diagnosis, ncu)
+    reason = _splitk_reason(target, reports, candidates, first, loop, diagnosis)
+    headline = (f"{kernel} ({where}) launches grid {first.get('grid_expr')}: {first.get('programs')} programs at "
+                f"{first_point['label']} on {declared_sm_count} SMs ({(first.get('programs') or 0) / declared_sm_count:.2f} per SM)"
+                + (f"; each loops over {loop['stop_expr']} serially" if loop else ""))
+    numbers, tables, extra = {}, [], {}
+    if diagnosis is not None:
+        tables.append(diagnosis_table(kernel, diagnosis))
+        extra["diagnosis"] = diagnosis
+        said, numbers = _diagnosis_numbers(diagnosis, focus_point["label"], [seq_of[id(focus_report)]], ncu)
+        headline += said
+    return Draft(
+        headline=headline,
+        verdict="splitk-candidate" if candidates else "no-splitk",
+        numbers={**numbers,
+            "programs_b1": Number(value=first.get("programs"), unit="programs", label=f"{first_point['label']}", seqs=seqs[:1]),
+            "coverage_declared": Number(value=(first.get("programs") or 0) / declared_sm_count, unit="programs/SM",
+                                        label=f"programs per SM on the declared {declared_sm_count} SMs", seqs=seqs[:1]),
+        },
+        tables=[
+            Table(title=f"Grid of {kernel}", columns=["shapes", "grid", "dims", "programs", "per declared SM",
+                                                     "per box SM", "waves", "registers", "spill bytes", "occupancy share",
+                                                     "padding programs", "split-K"], rows=rows,
+                  note=f"launcher {launcher.get('function', '?')} at {display_path(launcher.get('file', ''), source_root)}:{launcher.get('launch_line', launcher.get('line', '?'))}; "
+                       "waves, registers and occupancy for each row's architecture (its first or chosen config)"),
+            Table(title="Loops each program runs", columns=["shapes", "loop", "line", "trip count per config",
+                                                           "accumulators", "reduction", "covered by grid"], rows=loop_rows),
+            *tables,
+        ],
+        evidence=seqs,
+        labels=(["failed"] if failures else []),
+        artifacts={f"ncu_{key}": path for key, path in (ncu.get("artifacts") or {}).items() if path},
+        data={"kernel": kernel, "where": where, "reports": [{"point": p, "report": r} for p, r in reports],
+              "splitk_candidate": bool(candidates), "splitk_reason": reason, "splitk_estimate": estimate,
+              "failures": failures, "ncu": ncu, **extra},
+    )
+
+
+def _read_reports(session: Session, target: Target, box: dict, profile: Finding, kernel: str, source_root: str | None,
+                  ncu: dict[str, Any]) -> tuple[list[tuple[dict, dict]], list[int], list[str], dict[int, int]]:
+    """``kernel.grid`` at each evaluation point (the box point with the Nsight Compute export ``ncu``
+    left on the box). Returns the (point, report) pairs read, the log lines (ncu's first), the
+    failures (ncu's first), and each report's log line by the report's id."""
     reports, seqs, failures = [], [], []
     seq_of: dict[int, int] = {}
-    ncu = measure_ncu(session, target, box, profile, kernel)
     if ncu["seq"] is not None:
         seqs.append(ncu["seq"])
     if ncu.get("error"):
@@ -333,14 +239,11 @@ def read_grid(state: InvestigationState, session: Session) -> Finding:
             seq_of[id(result["data"])] = result["seq"]
         else:
             failures.append(f"{point['label']}: {result['error']}")
-    if not reports:
-        return Finding(index=next_index(state), step="grid", verdict="no-source",
-                       headline=f"{kernel}'s grid could not be read: {'; '.join(failures)}",
-                       evidence=seqs, labels=["failed"],
-                       data={"kernel": kernel, "splitk_candidate": False, "failures": failures,
-                             "splitk_reason": "the kernel's source and grid could not be read"})
+    return reports, seqs, failures, seq_of
 
-    declared_sm_count = target.deployment.sm_count
+
+def _grid_rows(box: dict, declared_sm_count: int, reports: list[tuple[dict, dict]]) -> tuple[list, list, list[str]]:
+    """The grid table's rows and the loops table's, one point each, and the points where split-K is a candidate."""
     rows, loop_rows, candidates = [], [], []
     for point, report in reports:
         config = primary_config(report)
@@ -364,12 +267,12 @@ def read_grid(state: InvestigationState, session: Session) -> Finding:
                 loop_rows.append([point["label"], loop["text"], loop["line"], trips or "-",
                                   ", ".join(loop.get("accumulators") or loop.get("carries") or []) or "-",
                                   "yes" if loop.get("reduction") else "no", "yes" if loop.get("covered_by_grid") else "no"])
+    return rows, loop_rows, candidates
 
-    first_point, first = reports[0]
-    where = f"{_display_path(first['file'], source_root)}:{first['line']}"
-    launcher = first.get("launcher") or {}
-    deployment_concurrency = next((r for p, r in reports if p["label"] == f"deployment B={target.goal.concurrency}"), first)
-    loop = reduction_loop(first)
+
+def _splitk_reason(target: Target, reports: list[tuple[dict, dict]], candidates: list[str], first: dict,
+                   loop: dict | None, diagnosis: dict | None) -> str:
+    """Why split-K is offered or not, with what its gain rests on at the goal's concurrency."""
     if candidates:
         reason = (f"offered: the loop `{loop['text'] if loop else '?'}` is a serial reduction the grid does not cover, "
                   f"and the grid is under one wave at {', '.join(candidates)}")
@@ -377,75 +280,43 @@ def read_grid(state: InvestigationState, session: Session) -> Finding:
         reason = "not offered: a serial reduction loop is not covered by the grid, but every evaluated grid fills a wave or more"
     else:
         reason = "not offered: no serial reduction loop outside the grid"
-    box_point = next((r for p, r in reports if p["where"] == "box"), None)
-    estimate = splitk_estimate(box_point or deployment_concurrency, (next((p for p, r in reports if p["where"] == "box"), first_point))["arch"])
-    focus_point, focus_report = next(((p, r) for p, r in reports if p["where"] == "box"), None) or next(
-        ((p, r) for p, r in reports if r is deployment_concurrency), reports[0])
-    diagnosis = diagnosis_summary(focus_point, focus_report, source_root)
-    if diagnosis is not None:
-        diagnosis = with_ncu_record(diagnosis, ncu)
     goal_point = f"deployment B={target.goal.concurrency}"
     if candidates and goal_point not in candidates and any(p["label"] == goal_point for p, _ in reports):
         removes = ((diagnosis or {}).get("rewrite_estimate") or {}).get("removes") or []
         reason += (f"; at the goal's concurrency ({goal_point}) the grid fills a wave or more, so there the rewrite's gain "
                    f"rests on what the diagnosis finds it removes: " + (", ".join(removes) or "nothing diagnosed"))
-    headline = (f"{kernel} ({where}) launches grid {first.get('grid_expr')}: {first.get('programs')} programs at "
-                f"{first_point['label']} on {declared_sm_count} SMs ({(first.get('programs') or 0) / declared_sm_count:.2f} per SM)"
-                + (f"; each loops over {loop['stop_expr']} serially" if loop else ""))
-    numbers, tables, extra = {}, [], {}
-    if diagnosis is not None:
-        tables.append(diagnosis_table(kernel, diagnosis))
-        extra["diagnosis"] = diagnosis
-        seq = [seq_of[id(focus_report)]]
-        if diagnosis.get("ok"):
-            headline += (f"; its programs load {diagnosis['redundancy_factor']:.3g}x the unique bytes ({diagnosis['inner_product']})"
-                         if diagnosis["redundancy_factor"] is not None else f"; inner products: {diagnosis['inner_product']}")
-            numbers.update({
-                "redundancy_factor": Number(value=diagnosis["redundancy_factor"], unit="x", label=f"bytes loaded / unique bytes, {focus_point['label']}", seqs=seq),
-                "loaded_bytes": Number(value=diagnosis["loaded_bytes"], unit="B", label=f"bytes all programs load, {focus_point['label']}", seqs=seq),
-                "unique_bytes": Number(value=diagnosis["unique_bytes"], unit="B", label=f"unique bytes the call needs, {focus_point['label']}", seqs=seq),
-                "inner_product": Number(value=diagnosis["inner_product"], label="how the inner products are formed", seqs=seq),
-            })
-        if (diagnosis.get("ncu") or {}).get("measured"):
-            seq = sorted(set(seq) | ({ncu["seq"]} if ncu["seq"] is not None else set()))
-            stalls = diagnosis["ncu"].get("stalls") or []
-            headline += f"; Nsight Compute: {diagnosis['ncu']['bound']}" + (f" (top stall {stall_text(diagnosis['ncu'], 1)})" if stalls else "")
-            numbers.update({
-                "dram_pct": Number(value=diagnosis["dram_pct"], unit="% of peak", label="DRAM throughput (Nsight Compute)", seqs=seq),
-                "l1tex_pct": Number(value=diagnosis["l1tex_pct"], unit="% of peak", label="L1/TEX throughput (Nsight Compute)", seqs=seq),
-                "achieved_occupancy": Number(value=diagnosis["achieved_occupancy"], unit="%", label="achieved occupancy (Nsight Compute)", seqs=seq),
-                "bound": Number(value=diagnosis["bound"], label="what bounds the kernel (Nsight Compute)", seqs=seq),
-            })
-            if stalls:
-                numbers["top_stall"] = Number(value=stalls[0]["reason"], label="the largest warp-stall reason (Nsight Compute)", seqs=seq)
-                if stalls[0].get("share") is not None:
-                    numbers["top_stall_share"] = Number(value=stalls[0]["share"], unit="fraction",
-                                                        label=f"{stalls[0]['reason']}: share of the warp cycles between issues", seqs=seq)
-    return Finding(
-        index=next_index(state), step="grid", headline=headline,
-        verdict="splitk-candidate" if candidates else "no-splitk",
-        numbers={**numbers,
-            "programs_b1": Number(value=first.get("programs"), unit="programs", label=f"{first_point['label']}", seqs=seqs[:1]),
-            "coverage_declared": Number(value=(first.get("programs") or 0) / declared_sm_count, unit="programs/SM",
-                                        label=f"programs per SM on the declared {declared_sm_count} SMs", seqs=seqs[:1]),
-        },
-        tables=[
-            Table(title=f"Grid of {kernel}", columns=["shapes", "grid", "dims", "programs", "per declared SM",
-                                                     "per box SM", "waves", "registers", "spill bytes", "occupancy share",
-                                                     "padding programs", "split-K"], rows=rows,
-                  note=f"launcher {launcher.get('function', '?')} at {_display_path(launcher.get('file', ''), source_root)}:{launcher.get('launch_line', launcher.get('line', '?'))}; "
-                       "waves, registers and occupancy for each row's architecture (its first or chosen config)"),
-            Table(title="Loops each program runs", columns=["shapes", "loop", "line", "trip count per config",
-                                                           "accumulators", "reduction", "covered by grid"], rows=loop_rows),
-            *tables,
-        ],
-        evidence=seqs,
-        labels=(["failed"] if failures else []),
-        artifacts={f"ncu_{key}": path for key, path in (ncu.get("artifacts") or {}).items() if path},
-        data={"kernel": kernel, "where": where, "reports": [{"point": p, "report": r} for p, r in reports],
-              "splitk_candidate": bool(candidates), "splitk_reason": reason, "splitk_estimate": estimate,
-              "failures": failures, "ncu": ncu, **extra},
-    )
+    return reason
+
+
+def _diagnosis_numbers(diagnosis: dict[str, Any], point: str, seq: list[int],
+                       ncu: dict[str, Any]) -> tuple[str, dict[str, Number]]:
+    """What the headline adds of the diagnosis (and of Nsight Compute where it measured), and its numbers."""
+    said, numbers = "", {}
+    if diagnosis.get("ok"):
+        said += (f"; its programs load {diagnosis['redundancy_factor']:.3g}x the unique bytes ({diagnosis['inner_product']})"
+                 if diagnosis["redundancy_factor"] is not None else f"; inner products: {diagnosis['inner_product']}")
+        numbers.update({
+            "redundancy_factor": Number(value=diagnosis["redundancy_factor"], unit="x", label=f"bytes loaded / unique bytes, {point}", seqs=seq),
+            "loaded_bytes": Number(value=diagnosis["loaded_bytes"], unit="B", label=f"bytes all programs load, {point}", seqs=seq),
+            "unique_bytes": Number(value=diagnosis["unique_bytes"], unit="B", label=f"unique bytes the call needs, {point}", seqs=seq),
+            "inner_product": Number(value=diagnosis["inner_product"], label="how the inner products are formed", seqs=seq),
+        })
+    if (diagnosis.get("ncu") or {}).get("measured"):
+        seq = sorted(set(seq) | ({ncu["seq"]} if ncu["seq"] is not None else set()))
+        stalls = diagnosis["ncu"].get("stalls") or []
+        said += f"; Nsight Compute: {diagnosis['ncu']['bound']}" + (f" (top stall {stall_text(diagnosis['ncu'], 1)})" if stalls else "")
+        numbers.update({
+            "dram_pct": Number(value=diagnosis["dram_pct"], unit="% of peak", label="DRAM throughput (Nsight Compute)", seqs=seq),
+            "l1tex_pct": Number(value=diagnosis["l1tex_pct"], unit="% of peak", label="L1/TEX throughput (Nsight Compute)", seqs=seq),
+            "achieved_occupancy": Number(value=diagnosis["achieved_occupancy"], unit="%", label="achieved occupancy (Nsight Compute)", seqs=seq),
+            "bound": Number(value=diagnosis["bound"], label="what bounds the kernel (Nsight Compute)", seqs=seq),
+        })
+        if stalls:
+            numbers["top_stall"] = Number(value=stalls[0]["reason"], label="the largest warp-stall reason (Nsight Compute)", seqs=seq)
+            if stalls[0].get("share") is not None:
+                numbers["top_stall_share"] = Number(value=stalls[0]["share"], unit="fraction",
+                                                    label=f"{stalls[0]['reason']}: share of the warp cycles between issues", seqs=seq)
+    return said, numbers
 
 
 def with_ncu_record(diagnosis: dict[str, Any], ncu: dict[str, Any]) -> dict[str, Any]:

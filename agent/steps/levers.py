@@ -2,36 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from statistics import median
 from typing import Any
 
 from agent import stats
-from agent.config import Lever, Target
-from agent.engines import (applicability, baseline, baseline_options, best_setting, measured_batch, run_sweep, shapes_for,
-                           sweep_args, with_lever)
+from agent.config import Lever, Noise, Target
+from agent.engine_runs import (Setting, applicability, baseline, baseline_options, best_setting, measured_batch, run_sweep,
+                           shapes_for, with_lever)
+from agent.evidence import evidence
 from agent.session import Session
-from agent.state import Finding, InvestigationState, Number, Table, finding_for, next_index
-from agent.steps import StepFailed
-from agent.steps.survey import target_of
-from agent.evidence import evidence, typed
-
-
-
-def throughput(result: dict[str, Any], batch: int) -> dict[str, float]:
-    """tok/s and step time at one batch size from an engine.bench result, measured and projected."""
-    rows = [r for r in result["data"]["results"] if r["batch"] == batch]
-    if not rows:
-        raise StepFailed(f"the engine reported no result at batch {batch}")
-    row = rows[0]
-    return {"tok_s": row["tok_s_projected"], "tok_s_measured": row["tok_s"], "step_ms": row["step_ms"],
-            "layer_ms": row["layer_ms"]}
-
-
-def interpretation_labels(state: InvestigationState) -> list[str]:
-    survey = finding_for(state, "survey")
-    labels = ["stand-in"] if survey.data["stand_in"] else []
-    if typed(survey).box.device == "cpu":
-        labels.append("cpu-interpreter")
-    return labels
+from agent.state import InvestigationState
+from agent.steps import Draft, StepFailed
+from agent.steps.measurements import interpretation_labels, output_check, ratio_text, sweep_runs
+from schema.finding import Number, Table
 
 
 def sweep_plan(lever_names: list[str], rounds: int, warmup_runs: int) -> list[dict[str, Any]]:
@@ -52,73 +36,54 @@ def sweep_plan(lever_names: list[str], rounds: int, warmup_runs: int) -> list[di
     return plan
 
 
-def ratio_text(ratio: float | None, low: float | None, high: float | None) -> str:
-    """``+95.7% [+94.8, +96.6]`` for a throughput ratio and its interval; ``12.3x [11.9, 12.8]``
-    from 2x up, where percentages stop being readable."""
-    if ratio is None:
-        return "-"
-    if ratio >= 2:
-        bounds = f" [{low:.3g}, {high:.3g}]" if low is not None else " (no interval)"
-        return f"{ratio:.3g}x{bounds}"
-    bounds = f" [{100 * (low - 1):+.1f}, {100 * (high - 1):+.1f}]" if low is not None else " (no interval)"
-    return f"{100 * (ratio - 1):+.1f}%{bounds}"
+@dataclass
+class _Measured:
+    """A lever sweep as measured and analysed: what the finding's parts are written from."""
+
+    device: str
+    batch: int
+    rules: Noise
+    rounds: int
+    min_effect: float
+    base: Setting
+    base_notes: list[str]
+    swept: dict[str, Any]  # the engine.sweep result (agent.engine_runs.run_sweep)
+    runs: list[dict[str, Any]]  # sweep_runs
+    sweep: stats.Sweep
+    base_runs: list[dict[str, Any]]
+    base_ok: list[dict[str, Any]]
+    scale: float  # tok/s x step ms, the same for every run
+    base_output: dict[str, Any]
+    base_seqs: list[int]
+    layers_run: int
+    extrapolation: dict[str, Any] | None
+    lever_results: list[dict[str, Any]]
+
+    @property
+    def mid_ms(self) -> float:
+        return self.sweep.baseline.median_ms
+
+    @property
+    def mid(self) -> float:
+        return self.scale / self.mid_ms
+
+    @property
+    def base_interpreted(self) -> bool:
+        return self.base_ok[0]["interpreted"]
+
+    @property
+    def sde(self) -> float | None:
+        return self.sweep.smallest_detectable_effect
+
+    @property
+    def sde_text(self) -> str:
+        return f"{100 * self.sde:.1f}%" if self.sde is not None else "not stated (fewer than two rounds)"
+
+    def projected(self, target: Target) -> str:
+        return f"projected to {target.model.layers} layers from {self.layers_run} measured"
 
 
-def sweep_runs(plan: list[dict[str, Any]], labels: list[str], result: dict[str, Any], batch: int) -> list[dict[str, Any]]:
-    """The plan's runs with what the engine.sweep ``result`` measured for each (matched by position
-    and checked by label): ok, step_ms, samples, tok_s, scale, interpreted, sketch, planted_delay,
-    or error. ``seq`` is the line of the sweep call that measured the run (agent.engines.run_sweep)."""
-    measured = result["data"]["runs"]
-    if [m["label"] for m in measured] != labels:
-        raise StepFailed(f"engine.sweep returned {len(measured)} runs that do not match the {len(labels)} asked for")
-    runs = []
-    for entry, label, rec in zip(plan, labels, measured):
-        run = {**entry, "label": label, "seq": rec.get("seq", result["seq"]), "ok": rec["ok"], "wall_s": rec.get("wall_s")}
-        rows = [r for r in rec.get("results") or [] if r["batch"] == batch]
-        if rec["ok"] and rows:
-            row = rows[0]
-            tok_s = row["tok_s_projected"]
-            # tok/s x step ms is the same for every run of the engine at this batch and depth
-            run.update(step_ms=row["step_ms"], samples=row["step_ms_samples"], tok_s=tok_s, scale=tok_s * row["step_ms"],
-                       interpreted=bool(rec.get("interpreter")), sketch=row.get("output_sketch"),
-                       planted_delay=row.get("planted_delay"), distinct_experts=row.get("moe_distinct_experts"))
-        else:
-            run.update(ok=False, error=rec.get("error") or f"the engine reported no result at batch {batch}")
-        runs.append(run)
-    return runs
-
-
-def output_check(reference: dict | None, sketches: list[dict | None], rtol: float) -> dict[str, Any]:
-    """A setting's outputs against the baseline's, row by row (a row is one request's output).
-
-    A request whose router meets a near tie can pick another expert when the rounding of an earlier
-    operation differs (another attention kernel, another GEMM, compiled code): from that layer on its
-    row is computed differently, far beyond rounding, while the other requests' rows stay within it.
-    A wrong computation moves every row. So the check is on the median row: ``error`` is the worst
-    run's median row error, ``ok`` when it is within ``rtol``; ``rows_beyond`` counts the rows of the
-    worst run beyond ``rtol`` and ``worst_row`` its largest row error, both reported. ``ok`` None
-    (with a note) when there is nothing to compare, never a silent pass."""
-    if reference is None:
-        return {"ok": None, "error": None, "rtol": rtol, "note": "no baseline output sketch to compare with"}
-    if not sketches or any(s is None for s in sketches):
-        return {"ok": None, "error": None, "rtol": rtol, "note": "the engine reported no output sketch"}
-    try:
-        per_run = [stats.row_errors(reference, s) for s in sketches]
-    except ValueError as exc:
-        return {"ok": None, "error": None, "rtol": rtol, "note": str(exc)}
-    from statistics import median
-
-    worst = max(per_run, key=median)
-    error = median(worst)
-    beyond = sum(1 for e in worst if e > rtol)
-    note = (f"{beyond} of {len(worst)} rows differ beyond {100 * rtol:.0f}% (up to {100 * max(worst):.3g}%), the median row "
-            f"agrees: a few requests changed, as an expert choice flipped on a near tie would do (not measured), "
-            f"not every row, as a wrong computation would" if beyond and error <= rtol else "")
-    return {"ok": error <= rtol, "error": error, "rtol": rtol, "rows_beyond": beyond, "rows": len(worst),
-            "worst_row": max(worst), "note": note}
-
-
-def sweep_levers(state: InvestigationState, session: Session) -> Finding:
+def sweep_levers(state: InvestigationState, session: Session, target: Target) -> Draft:
     """Measure the deployment's setting as it runs (CUDA graphs on where the box has a GPU) and
     each applicable lever at the goal's concurrency: a discarded warm-up run, then ``rounds``
     rounds of ``A B C ...`` (sweep_plan), all in one engine.sweep call (one process, weights built
@@ -131,23 +96,34 @@ def sweep_levers(state: InvestigationState, session: Session) -> Finding:
     mode (Triton interpreted vs native) is "not comparable". Levers that cannot run here are listed
     with the reason. Fails when the sweep call fails or the baseline does not succeed in at least
     two rounds."""
-    target: Target = target_of(state)
-    device = evidence(state, "survey").box.device
+    m = _measure(session, target, evidence(state, "survey").box.device)
+    chosen = best_setting(target, {"levers": m.lever_results})
+    best = next((r["tok_s"] for r in m.lever_results if chosen and r["name"] == chosen[0].name), m.mid)
+    goal_met = best >= target.goal.output_tok_s
+    return Draft(
+        headline=_headline(target, m, goal_met),
+        verdict="goal-met" if goal_met else "goal-not-met",
+        numbers=_numbers(target, m, chosen, best),
+        tables=[Table(title="Lever sweep",
+                      columns=["setting", "change", "median tok/s", f"vs baseline [{m.rules.confidence:.0%} CI]", "runs",
+                               "verdict", "log"],
+                      rows=_rows(target, m), note=_note(target, m))],
+        evidence=sorted({r["seq"] for r in m.runs}),
+        labels=interpretation_labels(state),
+        data=_data(target, m, goal_met, chosen, best),
+    )
+
+
+def _measure(session: Session, target: Target, device: str) -> _Measured:
+    """Run the sweep (the baseline and every lever that applies here) and judge each lever; fails when
+    the sweep call fails or the baseline succeeds in fewer than two rounds."""
     batch = measured_batch(target, device)
     rules = target.thresholds.noise
     rounds = rules.rounds_for(device)
     min_effect = rules.min_effect_for(device)
     base = baseline(target, device)
-    base_notes = baseline_options(target, device)[1]
-
-    tried: list[Lever] = []
-    not_tried: dict[str, str] = {}
-    for lever in target.levers:
-        reason = applicability(target, lever, device)
-        if reason:
-            not_tried[lever.name] = reason
-        else:
-            tried.append(lever)
+    not_tried = {lever.name: reason for lever in target.levers if (reason := applicability(target, lever, device))}
+    tried = [lever for lever in target.levers if lever.name not in not_tried]
     settings = {stats.BASELINE: base, **{lever.name: with_lever(target, lever, device) for lever in tried}}
 
     plan = sweep_plan([lever.name for lever in tried], rounds, rules.warmup_runs)
@@ -156,7 +132,6 @@ def sweep_levers(state: InvestigationState, session: Session) -> Finding:
     if not swept["ok"]:
         raise StepFailed(f"the lever sweep (engine.sweep, log line {swept['seq']}) failed: {swept['error']}")
     runs = sweep_runs(plan, labels, swept, batch)
-    sweep_seq = swept["seq"]
 
     sweep = stats.analyze_sweep(
         [stats.Run(r["setting"], tuple(r["samples"]) if r["ok"] else None, r["round"], r["warmup"]) for r in runs],
@@ -167,73 +142,77 @@ def sweep_levers(state: InvestigationState, session: Session) -> Finding:
         errors = "; ".join(sorted({r["error"] for r in base_runs if not r["ok"]})) or "no runs"
         raise StepFailed(f"the baseline succeeded in {len(base_ok)} of {len(base_runs)} rounds: {errors}")
     scale = base_ok[0]["scale"]
-    mid_ms = sweep.baseline.median_ms
-    mid = scale / mid_ms
-    base_interpreted = base_ok[0]["interpreted"]
     reference = next((r["sketch"] for r in runs if r["setting"] == stats.BASELINE and r["ok"] and r.get("sketch")), None)
-    base_output = output_check(reference, [r.get("sketch") for r in base_ok], rules.output_rtol)
     base_seqs = sorted({r["seq"] for r in base_runs})
-    layers_run = min(shapes_for(target, device).layers, target.model.layers)
-    projected = f"projected to {target.model.layers} layers from {layers_run} measured"
-    extrapolation = _extrapolation(swept["data"].get("extrapolation"), mid_ms, base_seqs)
+    lever_results = [
+        {"name": lever.name, "status": "not tried", "reason": not_tried[lever.name]} if lever.name in not_tried else
+        _judge(lever, runs, sweep.levers.get(lever.name), reference, base_ok[0]["interpreted"], rules, scale, min_effect)
+        for lever in target.levers]
+    return _Measured(
+        device=device, batch=batch, rules=rules, rounds=rounds, min_effect=min_effect, base=base,
+        base_notes=baseline_options(target, device)[1], swept=swept, runs=runs, sweep=sweep, base_runs=base_runs,
+        base_ok=base_ok, scale=scale,
+        base_output=output_check(reference, [r.get("sketch") for r in base_ok], rules.output_rtol), base_seqs=base_seqs,
+        layers_run=min(shapes_for(target, device).layers, target.model.layers),
+        extrapolation=_extrapolation(swept["data"].get("extrapolation"), sweep.baseline.median_ms, base_seqs),
+        lever_results=lever_results)
 
-    lever_results = []
-    for lever in target.levers:
-        if lever.name in not_tried:
-            lever_results.append({"name": lever.name, "status": "not tried", "reason": not_tried[lever.name]})
-            continue
-        lever_results.append(_judge(lever, runs, sweep.levers.get(lever.name), reference, base_interpreted, rules, scale,
-                                    min_effect))
 
-    warmups = [r for r in runs if r["warmup"] and r["setting"] == stats.BASELINE]
-    lever_warmups = [r for r in runs if r["warmup"] and r["setting"] != stats.BASELINE]
-    sde = sweep.smallest_detectable_effect
-    rows = [["baseline (warm-up, discarded)", _setting_text(base.env, base.options),
-             scale / r["step_ms"] if r["ok"] else None, "-", "1", "warm-up" if r["ok"] else f"failed: {r['error']}",
-             str(r["seq"])] for r in warmups]
-    rows.append(["baseline", _setting_text(base.env, base.options), mid, "reference", _runs_text(len(base_ok), len(base_runs)),
-                 "reference", _seqs_text(base_seqs)])
-    for lever, result in zip(target.levers, lever_results):
-        rows.append(_row(lever, result, min_effect))
+def _rows(target: Target, m: _Measured) -> list[list[Any]]:
+    """The sweep table: the baseline's warm-ups, the baseline, then each lever."""
+    setting = _setting_text(m.base.env, m.base.options)
+    rows = [["baseline (warm-up, discarded)", setting, m.scale / r["step_ms"] if r["ok"] else None, "-", "1",
+             "warm-up" if r["ok"] else f"failed: {r['error']}", str(r["seq"])]
+            for r in m.runs if r["warmup"] and r["setting"] == stats.BASELINE]
+    rows.append(["baseline", setting, m.mid, "reference", _runs_text(len(m.base_ok), len(m.base_runs)), "reference",
+                 _seqs_text(m.base_seqs)])
+    rows += [_row(lever, result, m.min_effect) for lever, result in zip(target.levers, m.lever_results)]
+    return rows
 
-    movers = [r["name"] for r in lever_results if r["status"] == "moves up"]
-    chosen = best_setting(target, {"levers": lever_results})
-    best = next((r["tok_s"] for r in lever_results if chosen and r["name"] == chosen[0].name), mid)
-    goal = target.goal.output_tok_s
-    goal_met = best >= goal
-    sde_text = f"{100 * sde:.1f}%" if sde is not None else "not stated (fewer than two rounds)"
-    spread = stats.spread_effect(sweep.run_log_sd, rounds, rules.confidence)
-    # What sets the smallest detectable effect: the spread's half-width, or the min_effect floor above it.
-    sde_basis = ("not stated" if spread is None else
-                 f"the baseline's run-to-run spread ({100 * spread:.2g}% at {rounds} rounds; the floor, min_effect, is "
-                 f"{100 * min_effect:.2g}%)" if spread >= min_effect else
-                 f"the floor, min_effect {100 * min_effect:.2g}% (the baseline's run-to-run spread alone would "
-                 f"allow {100 * spread:.2g}% at {rounds} rounds)")
-    budget_text = f", {rules.budget} budget" if rules.budget != "normal" else ""
-    headline = (f"baseline {mid:.3g} tok/s at batch {batch} ({projected}; {rounds} rounds{budget_text}, smallest detectable "
-                f"effect {sde_text}); "
-                + (f"levers that move it up: {', '.join(movers)}" if movers else "no lever moves it up")
-                + ("; goal met" if goal_met else f"; goal {goal:.0f} tok/s not met"))
+
+def _sde_basis(m: _Measured) -> tuple[float | None, str]:
+    """The baseline's spread effect and what sets the smallest detectable effect: the spread's
+    half-width, or the min_effect floor above it."""
+    spread = stats.spread_effect(m.sweep.run_log_sd, m.rounds, m.rules.confidence)
+    basis = ("not stated" if spread is None else
+             f"the baseline's run-to-run spread ({100 * spread:.2g}% at {m.rounds} rounds; the floor, min_effect, is "
+             f"{100 * m.min_effect:.2g}%)" if spread >= m.min_effect else
+             f"the floor, min_effect {100 * m.min_effect:.2g}% (the baseline's run-to-run spread alone would "
+             f"allow {100 * spread:.2g}% at {m.rounds} rounds)")
+    return spread, basis
+
+
+def _headline(target: Target, m: _Measured, goal_met: bool) -> str:
+    movers = [r["name"] for r in m.lever_results if r["status"] == "moves up"]
+    budget_text = f", {m.rules.budget} budget" if m.rules.budget != "normal" else ""
+    return (f"baseline {m.mid:.3g} tok/s at batch {m.batch} ({m.projected(target)}; {m.rounds} rounds{budget_text}, "
+            f"smallest detectable effect {m.sde_text}); "
+            + (f"levers that move it up: {', '.join(movers)}" if movers else "no lever moves it up")
+            + ("; goal met" if goal_met else f"; goal {target.goal.output_tok_s:.0f} tok/s not met"))
+
+
+def _numbers(target: Target, m: _Measured, chosen: list[Lever], best: float) -> dict[str, Number]:
+    projected, rules, base_seqs, mid_ms = m.projected(target), m.rules, m.base_seqs, m.mid_ms
     numbers = {
-        "baseline_tok_s": Number(value=mid, unit="tok/s", label=f"baseline median of {len(base_ok)} runs, {projected}", seqs=base_seqs),
+        "baseline_tok_s": Number(value=m.mid, unit="tok/s", label=f"baseline median of {len(m.base_ok)} runs, {projected}", seqs=base_seqs),
         "baseline_step_ms": Number(value=mid_ms, unit="ms", label="baseline decode step, median of runs (layers run)", seqs=base_seqs),
-        "baseline_layer_ms": Number(value=mid_ms / layers_run, unit="ms", label="baseline time per layer", seqs=base_seqs),
-        "projected_step_ms": Number(value=mid_ms / layers_run * target.model.layers, unit="ms",
+        "baseline_layer_ms": Number(value=mid_ms / m.layers_run, unit="ms", label="baseline time per layer", seqs=base_seqs),
+        "projected_step_ms": Number(value=mid_ms / m.layers_run * target.model.layers, unit="ms",
                                     label=f"decode step, {projected}", seqs=base_seqs),
-        "run_log_sd": Number(value=sweep.run_log_sd, unit="log", seqs=base_seqs,
-                             label=f"baseline run-to-run spread: s.d. of log run medians ({sweep.run_log_df} d.f.)"),
-        "smallest_detectable_effect": Number(value=sde, unit="fraction", seqs=base_seqs,
+        "run_log_sd": Number(value=m.sweep.run_log_sd, unit="log", seqs=base_seqs,
+                             label=f"baseline run-to-run spread: s.d. of log run medians ({m.sweep.run_log_df} d.f.)"),
+        "smallest_detectable_effect": Number(value=m.sde, unit="fraction", seqs=base_seqs,
                                              label=f"max(min_effect, half-width of the {rules.confidence:.0%} paired "
-                                                   f"interval the baseline's spread gives at {rounds} rounds)"),
-        "min_effect": Number(value=min_effect, unit="fraction",
-                             label=f"smallest change that counts as a move on a {'GPU' if device == 'cuda' else 'CPU'} box (target)"),
-        "best_tok_s": Number(value=best, unit="tok/s", seqs=base_seqs if not chosen else next(r["seqs"] for r in lever_results if r["name"] == chosen[0].name),
+                                                   f"interval the baseline's spread gives at {m.rounds} rounds)"),
+        "min_effect": Number(value=m.min_effect, unit="fraction",
+                             label=f"smallest change that counts as a move on a {'GPU' if m.device == 'cuda' else 'CPU'} box (target)"),
+        "best_tok_s": Number(value=best, unit="tok/s", seqs=base_seqs if not chosen else next(r["seqs"] for r in m.lever_results if r["name"] == chosen[0].name),
                              label=f"best measured setting the declared hardware allows: "
                                    f"{'baseline + ' + chosen[0].name if chosen else 'baseline'}"),
-        "goal_tok_s": Number(value=goal, unit="tok/s", label=f"goal at concurrency {target.goal.concurrency}"),
+        "goal_tok_s": Number(value=target.goal.output_tok_s, unit="tok/s", label=f"goal at concurrency {target.goal.concurrency}"),
         "step_budget_ms": Number(value=target.goal.step_budget_ms, unit="ms", label="decode step budget for the goal"),
     }
-    for result in lever_results:
+    for result in m.lever_results:
         if result.get("interval"):
             seqs = result["seqs"]
             numbers[f"{result['name']}_ratio"] = Number(value=result["ratio"], unit="x", seqs=seqs,
@@ -242,13 +221,19 @@ def sweep_levers(state: InvestigationState, session: Session) -> Finding:
                                                             label=f"{rules.confidence:.0%} interval, low")
             numbers[f"{result['name']}_ratio_high"] = Number(value=result["interval"][1], unit="x", seqs=seqs,
                                                              label=f"{rules.confidence:.0%} interval, high")
-    note = (f"tok/s {projected}; ratio = lever tok/s / baseline tok/s with its {rules.confidence:.0%} interval "
-            f"(t-interval on the log ratios of {rounds} rounds, each lever run paired with its round's baseline run; "
+    return numbers
+
+
+def _note(target: Target, m: _Measured) -> str:
+    """The sweep table's note: how the ratios, intervals and output checks were made, and in what process."""
+    rules, swept, runs = m.rules, m.swept, m.runs
+    note = (f"tok/s {m.projected(target)}; ratio = lever tok/s / baseline tok/s with its {rules.confidence:.0%} interval "
+            f"(t-interval on the log ratios of {m.rounds} rounds, each lever run paired with its round's baseline run; "
             f"runs, not step samples, are the unit); a lever moves when the interval excludes no change and the "
-            f"effect is at least {100 * min_effect:.3g}%; smallest detectable effect {sde_text}; outputs must "
+            f"effect is at least {100 * m.min_effect:.3g}%; smallest detectable effect {m.sde_text}; outputs must "
             f"match the baseline's within {100 * rules.output_rtol:.0f}% (norm-relative, sketch of the decode output, "
             f"median row: a request whose expert choice flips on a near tie differs beyond rounding, and is counted); "
-            + (f"all {len(runs)} runs ran in order in one engine process (engine.sweep, log line {sweep_seq}) on weights "
+            + (f"all {len(runs)} runs ran in order in one engine process (engine.sweep, log line {swept['seq']}) on weights "
                if not swept.get("deaths") else
                f"all {len(runs)} runs ran in order, in {len(swept['seqs'])} engine processes (engine.sweep, log lines "
                f"{', '.join(map(str, swept['seqs']))}: the process died in "
@@ -256,54 +241,48 @@ def sweep_levers(state: InvestigationState, session: Session) -> Finding:
             + "built once: each run has its own setting, state, graph capture, warm-up and timed steps, but the "
               "process, weights, compiled kernels and allocator are shared, so the intervals leave out "
               "process-to-process variation")
+    lever_warmups = [r for r in runs if r["warmup"] and r["setting"] != stats.BASELINE]
     if lever_warmups:
         note += ("; each lever's first run was a warm-up too, discarded (tok/s: "
-                 + ", ".join(f"{r['setting']} " + (f"{scale / r['step_ms']:.4g}" if r["ok"] else "failed")
+                 + ", ".join(f"{r['setting']} " + (f"{m.scale / r['step_ms']:.4g}" if r["ok"] else "failed")
                              for r in lever_warmups) + ")")
     if rules.budget != "normal":
-        note += (f"; {rules.budget} budget: {rounds} rounds instead of {rules.rounds_for_budget(device, 'normal')}, "
+        note += (f"; {rules.budget} budget: {m.rounds} rounds instead of {rules.rounds_for_budget(m.device, 'normal')}, "
                  f"so the intervals are wider and the smallest detectable effect larger")
-    if extrapolation:
-        note += f"; layers: {extrapolation['text']}"
-    if base_output["ok"] is False:
-        note += f"; the baseline's own outputs differ run to run by {100 * base_output['error']:.2g}%"
-    note += "".join(f"; {n}" for n in base_notes)
-    return Finding(
-        index=next_index(state),
-        step="levers",
-        headline=headline,
-        verdict="goal-met" if goal_met else "goal-not-met",
-        numbers=numbers,
-        tables=[Table(title="Lever sweep",
-                      columns=["setting", "change", "median tok/s", f"vs baseline [{rules.confidence:.0%} CI]", "runs",
-                               "verdict", "log"],
-                      rows=rows, note=note)],
-        evidence=sorted({r["seq"] for r in runs}),
-        labels=interpretation_labels(state),
-        data={
-            "device": device, "batch": batch, "concurrency": target.goal.concurrency, "layers_run": layers_run,
-            "goal_met": goal_met,
-            "baseline_options": base.options, "baseline_notes": base_notes,
-            "baseline": {"tok_s": mid, "step_ms": mid_ms, "run_ms": sweep.baseline.run_ms, "failed_runs": sweep.baseline.failed,
-                         "interpreted": base_interpreted, "output": base_output, "seqs": base_seqs},
-            "levers": lever_results,
-            "best": {"levers": [lever.name for lever in chosen], "tok_s": best},
-            "sweep": {"rounds": rounds, "warmup_runs": rules.warmup_runs, "confidence": rules.confidence,
-                      "min_effect": min_effect, "output_rtol": rules.output_rtol,
-                      "run_log_sd": sweep.run_log_sd, "run_log_df": sweep.run_log_df,
-                      "smallest_detectable_effect": sde, "spread_effect": spread, "sde_basis": sde_basis,
-                      "budget": rules.budget,
-                      "rounds_normal": rules.rounds_for_budget(device, "normal"), "seq": sweep_seq,
-                      "one_process": not swept.get("deaths"), **({"deaths": swept["deaths"]} if swept.get("deaths") else {}),
-                      "runs": len(runs), "wall_s": swept["data"].get("wall_s"),
-                      "weights_s": swept["data"].get("weights_s")},
-            "extrapolation": extrapolation,
-            "planted": [{"name": r["name"], **r["planted"]} for r in lever_results if r.get("planted")],
-            "engine_notes": list(swept["data"].get("notes") or []),
-            "runs": [{k: r.get(k) for k in ("label", "setting", "round", "warmup", "seq", "ok", "step_ms", "error", "wall_s")}
-                     for r in runs],
-        },
-    )
+    if m.extrapolation:
+        note += f"; layers: {m.extrapolation['text']}"
+    if m.base_output["ok"] is False:
+        note += f"; the baseline's own outputs differ run to run by {100 * m.base_output['error']:.2g}%"
+    note += "".join(f"; {n}" for n in m.base_notes)
+    return note
+
+
+def _data(target: Target, m: _Measured, goal_met: bool, chosen: list[Lever], best: float) -> dict[str, Any]:
+    rules, swept, runs, sweep = m.rules, m.swept, m.runs, m.sweep
+    spread, sde_basis = _sde_basis(m)
+    return {
+        "device": m.device, "batch": m.batch, "concurrency": target.goal.concurrency, "layers_run": m.layers_run,
+        "goal_met": goal_met,
+        "baseline_options": m.base.options, "baseline_notes": m.base_notes,
+        "baseline": {"tok_s": m.mid, "step_ms": m.mid_ms, "run_ms": sweep.baseline.run_ms, "failed_runs": sweep.baseline.failed,
+                     "interpreted": m.base_interpreted, "output": m.base_output, "seqs": m.base_seqs},
+        "levers": m.lever_results,
+        "best": {"levers": [lever.name for lever in chosen], "tok_s": best},
+        "sweep": {"rounds": m.rounds, "warmup_runs": rules.warmup_runs, "confidence": rules.confidence,
+                  "min_effect": m.min_effect, "output_rtol": rules.output_rtol,
+                  "run_log_sd": sweep.run_log_sd, "run_log_df": sweep.run_log_df,
+                  "smallest_detectable_effect": m.sde, "spread_effect": spread, "sde_basis": sde_basis,
+                  "budget": rules.budget,
+                  "rounds_normal": rules.rounds_for_budget(m.device, "normal"), "seq": swept["seq"],
+                  "one_process": not swept.get("deaths"), **({"deaths": swept["deaths"]} if swept.get("deaths") else {}),
+                  "runs": len(runs), "wall_s": swept["data"].get("wall_s"),
+                  "weights_s": swept["data"].get("weights_s")},
+        "extrapolation": m.extrapolation,
+        "planted": [{"name": r["name"], **r["planted"]} for r in m.lever_results if r.get("planted")],
+        "engine_notes": list(swept["data"].get("notes") or []),
+        "runs": [{k: r.get(k) for k in ("label", "setting", "round", "warmup", "seq", "ok", "step_ms", "error", "wall_s")}
+                 for r in runs],
+    }
 
 
 def _judge(lever: Lever, runs: list[dict], stat: stats.SettingStats | None, reference: dict | None,
@@ -357,8 +336,6 @@ def planted_check(kind: str, status: str, interval: stats.Interval | None, delay
     if not measured or len(measured) != len(delays):
         return {"kind": kind, "expected": "moves down", "as_expected": False, "expected_ratio": None, "covered": None,
                 "note": f"{len(delays) - len(measured)} of {len(delays)} runs reported no planted delay"}
-    from statistics import median
-
     expected = median(d["expected_ratio"] for d in measured)
     covered = bool(interval and interval.covers(expected))
     return {"kind": kind, "expected": "moves down", "expected_ratio": expected, "covered": covered,

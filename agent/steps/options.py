@@ -14,13 +14,14 @@ import math
 from typing import Any
 
 from langgraph.runtime import Runtime
-from langgraph.types import interrupt
 
+from agent.config import Target
 from agent.session import Session
-from agent.state import Finding, InvestigationState, Number, Table, finding_for, next_index
-from agent.steps.ceiling import amdahl, profile_times
-from agent.steps.survey import target_of
+from agent.state import InvestigationState, finding_for
+from agent.steps import Draft
+from agent.steps.amdahl import amdahl, profile_times
 from reports.format import fmt_spread
+from schema.finding import Finding, Number, Table
 
 CHOICES = ("auto", "splitk", "stop")
 
@@ -35,7 +36,7 @@ def _profile_times(state: InvestigationState) -> tuple[float, float, float | Non
     return times["window_ms"], times["kernel_ms"], times["operation_ms"]
 
 
-def rewrite_estimate(grid: Finding | None) -> dict[str, Any] | None:
+def expected_speedup(grid: Finding | None) -> dict[str, Any] | None:
     """The kernel speedup the rewrite is expected to give, from the causes the diagnosis found and the
     rewrite removes (re-gathered rows, CUDA-core math), else the grid's structural split-K estimate."""
     if grid is None:
@@ -52,7 +53,7 @@ def splitk_option(state: InvestigationState, total: float, part: float, tok_s: f
     survey = finding_for(state, "survey")
     candidate = bool(grid and grid.data.get("splitk_candidate"))
     why = grid.data.get("splitk_reason", "the grid step did not run") if grid else "no dominant kernel, so no grid was read"
-    estimate = rewrite_estimate(grid)
+    estimate = expected_speedup(grid)
     # The rewrite replaces the whole call (kernel, merge, sink): its bound is the operation's, when attributed.
     upper = amdahl(total, op_part if op_part is not None else part)
     option = {
@@ -225,9 +226,8 @@ def fallback_option(state: InvestigationState, total: float, tok_s: float) -> di
     }
 
 
-def hardware_option(state: InvestigationState, total: float, tok_s: float, fallback: dict[str, Any]) -> dict[str, Any]:
+def hardware_option(state: InvestigationState, target: Target, tok_s: float, fallback: dict[str, Any]) -> dict[str, Any]:
     gates = finding_for(state, "gates")
-    target = target_of(state)
     passing = gates.data.get("architectures_passing", []) if gates else []
     basis = ("the fallback kernels instant" + (" with the rest of the dominant kernel's operation"
                                                if fallback["floors"]["operation_rest_ms"] is not None else "")
@@ -278,13 +278,13 @@ OPTION_COLUMNS = ["option", "offered", "bound (x)", "bound tok/s", "bound from",
 
 
 def option_row(o: dict[str, Any], spread: float | None = None) -> list[Any]:
-    """One option's row; bounds to the digits the ceiling's spread supports (see ceiling.bound_spread)."""
+    """One option's row; bounds to the digits the ceiling's spread supports (see amdahl.bound_spread)."""
     q = (lambda v: fmt_spread(v, spread)) if spread is not None else (lambda v: v)
     return [o["name"], "yes" if o["offered"] else "no", q(o["upper_x"]), q(o["upper_tok_s"]), o["bound_from"],
             q(o["instant_x"]), o["estimate_x"], o["cost"], o["falsifier"], "yes" if o["can_try_here"] else f"no: {o['try_note']}"]
 
 
-def propose_options(state: InvestigationState, session: Session) -> Finding:
+def propose_options(state: InvestigationState, session: Session, target: Target) -> Draft:
     """Turn the findings into options, each with its bound (Amdahl from the measured profile), its
     cost, what would prove it wrong, and whether this box can try it. Owning the fallback stack is
     bounded by the fallback kernels at their floors (bytes and FLOPs from the engine over the box's
@@ -300,7 +300,7 @@ def propose_options(state: InvestigationState, session: Session) -> Finding:
         total, part, op_part = times
         fallback = fallback_option(state, total, tok_s)
         options = [splitk_option(state, total, part, tok_s, op_part), fallback,
-                   hardware_option(state, total, tok_s, fallback), accept_option(tok_s)]
+                   hardware_option(state, target, tok_s, fallback), accept_option(tok_s)]
         floors = fallback["floors"]
         if floors["kernels"]:
             tables.append(floors_table(floors, total))
@@ -321,8 +321,8 @@ def propose_options(state: InvestigationState, session: Session) -> Finding:
     if times is not None and fallback["offered"]:
         headline += (f"; the fallback kernels at their floors bound owning them at {fmt_spread(fallback['upper_x'], spread)}x "
                      f"(instant: {fmt_spread(fallback['instant_x'], spread)}x)")
-    return Finding(
-        index=next_index(state), step="options", headline=headline, verdict=f"auto:{auto}",
+    return Draft(
+        headline=headline, verdict=f"auto:{auto}",
         numbers={**{f"{o['name']}_upper_x": Number(value=o["upper_x"], unit="x",
                                                     label=f"{o['title']}: upper bound, {o['bound_from']}")
                     for o in options}, **numbers},
@@ -351,15 +351,10 @@ def resolve_choice(asked: str, options: list[dict[str, Any]], auto: str) -> tupl
 
 
 def await_decision(state: InvestigationState, runtime: Runtime) -> dict:
-    """Wait for the decision (interrupt), or take the recorded one on replay; journal it."""
+    """Ask the session for the decision: the user's on a live run (an interrupt), the recorded one on
+    replay; it is journaled."""
     session: Session = runtime.context.session
     options_finding = finding_for(state, "options")
-    served = session.served_decision()
-    if served is not None:
-        decision = {k: served[k] for k in ("choice", "asked", "source", "note")}
-    else:
-        answer = interrupt({"options": options_finding.data["options"], "auto": options_finding.data["auto"],
-                            "choices": list(CHOICES)})
-        decision = dict(answer)
-    session.record_decision(decision)
+    decision = session.decide({"options": options_finding.data["options"], "auto": options_finding.data["auto"],
+                               "choices": list(CHOICES)})
     return {"decision": decision}

@@ -5,11 +5,12 @@ from __future__ import annotations
 from datetime import datetime
 
 from agent import consistency
+from agent.config import Target
 from agent.rundir import REPORT
 from agent.runlog import read_events
 from agent.session import Session
-from agent.state import Finding, InvestigationState, finding_for, findings_of, next_index
-from agent.steps.survey import target_of
+from agent.state import InvestigationState, finding_for, findings_of
+from agent.steps import Draft
 from reports import plots
 from reports.render import render_report
 
@@ -57,12 +58,11 @@ def journal_timing(events: list[dict]) -> dict | None:
             "regenerated_from": first.get("regenerated_from")}
 
 
-def write_report(state: InvestigationState, session: Session) -> Finding:
+def write_report(state: InvestigationState, session: Session, target: Target) -> Draft:
     """First hold every measurement against every bound the run stated for the same setting, and
     every prediction against its measurement (``agent.consistency``); then render PROFILE_FINDINGS.md
     (Jinja, numbers formatted explicitly) and its plots from the findings, the decision and that
     check, whose failures get their own section. No tool calls."""
-    target = target_of(state)
     plot_paths = make_plots(state, session)
     timing = journal_timing(read_events(session.run.log_path))
     run = {"run_id": state["run_id"], "target": target.name, "description": target.description.strip(),
@@ -72,8 +72,7 @@ def write_report(state: InvestigationState, session: Session) -> Finding:
     text = render_report(findings, state.get("decision"), run, plot_paths, held)
     session.run.write_file(REPORT, text.encode())
     failures = held.failures
-    return Finding(
-        index=next_index(state), step="report",
+    return Draft(
         headline=(f"{REPORT} written from {len(findings)} findings; the consistency check held "
                   f"{len(held.checks)} bound/prediction against measurement pair(s): "
                   + (f"{len(failures)} where the model failed" if failures else "none failed")),

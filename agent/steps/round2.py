@@ -3,7 +3,7 @@
 The split-K step's profiled engine run is the new profile: what dominates now and its operation; the
 rewrite's kernels' grid where their source is Triton-language code on the box, with the diagnosis
 (bytes loaded against unique bytes, tensor-core dots or CUDA-core math); and the ceiling with
-``agent.steps.ceiling``'s arithmetic on the split-K setting's measured tok/s.
+``agent.steps.amdahl``'s arithmetic on the split-K setting's measured tok/s.
 """
 
 from __future__ import annotations
@@ -12,17 +12,19 @@ from statistics import median
 from typing import Any
 
 from agent import consistency
-from agent.engines import profiled_shapes
-from agent.session import Session
-from agent.state import Finding, InvestigationState, Number, Table, finding_for, findings_of, next_index
-from agent.steps.ceiling import amdahl, bound_spread, ceiling_table, profile_times, quoted, speedup_needed
-from agent.steps.grid import diagnosis_summary, diagnosis_table
-from agent.steps.levers import interpretation_labels
-from agent.steps.profile import TOP_KERNELS, attribute_dominant, short_name
-from agent.steps.survey import target_of
+from agent.config import Target
+from agent.engine_runs import profiled_shapes
 from agent.evidence import typed
+from agent.session import Session
+from agent.state import InvestigationState, finding_for, findings_of
+from agent.steps import Draft
+from agent.steps.amdahl import amdahl, bound_spread, ceiling_table, profile_times, quoted, speedup_needed
+from agent.steps.attribution import SHOWN_KERNELS, attribute_dominant, short_name
+from agent.steps.diagnosis import diagnosis_summary, diagnosis_table
+from agent.steps.measurements import interpretation_labels
 from reports.format import fmt, fmt_spread
 from reports.format import short as shorten
+from schema.finding import Finding, Number, Table
 from tools import trace
 
 # The rewrite's source as the box's tools read it: box-side tools run from the repository root.
@@ -177,7 +179,7 @@ def grid_rows(rows: list[dict]) -> list[list]:
     return table
 
 
-def round2(state: InvestigationState, session: Session) -> Finding:
+def round2(state: InvestigationState, session: Session, target: Target) -> Draft:
     """The second round on the split-K configuration: summarize the split-K step's profiled run (its
     trace, the same steps and batch as the first profile), name the kernel that dominates now and its
     share, attribute its operation (``attribute_dominant``, from the eager twin where the run was
@@ -188,7 +190,6 @@ def round2(state: InvestigationState, session: Session) -> Finding:
     operation instant, on the split-K setting's measured tok/s, against the goal (goal / ceiling) and
     the step budget. Numbers use the ceiling step's names (``kernel_instant_x``,
     ``operation_instant_x``, ``ceiling_tok_s``, ``baseline_tok_s`` = the split-K setting's tok/s)."""
-    target = target_of(state)
     survey, profile, splitk = (finding_for(state, s) for s in ("survey", "profile", "splitk"))
     box = survey.data["box"]
     batch = typed(profile).batch
@@ -203,40 +204,92 @@ def round2(state: InvestigationState, session: Session) -> Finding:
     base_data = {"setting": setting, "trace": trace_path, "kind": summary.kind}
     if summary.cuda_graph.hidden or not summary.merged.kernels:
         why = summary.cuda_graph.note if summary.cuda_graph.hidden else "it holds no kernel"
-        return Finding(index=next_index(state), step="round2", verdict="incomplete-trace", labels=labels + ["failed"],
-                       headline=f"round 2: the split-K trace is incomplete: {why}",
-                       evidence=splitk.evidence[:1], artifacts={"trace": trace_path}, data={**base_data, "complete": False})
+        return Draft(verdict="incomplete-trace", labels=labels + ["failed"],
+                     headline=f"round 2: the split-K trace is incomplete: {why}",
+                     evidence=splitk.evidence[:1], artifacts={"trace": trace_path}, data={**base_data, "complete": False})
 
     merged = summary.merged
-    steps = numbers["steps"].value
     top = trace.dominant(summary, target.thresholds.dominant_share)
     dominant = top is not None
     top = top or merged.kernels[0]
+    operation, times = _new_times(session, splitk, summary, top, numbers)
+    ceiling = _ceiling(state, target, splitk, times, operation, batch)
+    short = shorten(top.name, 60)  # a headline names it twice
+    what = f"{ceiling['op_name']} (the call around {short})" if ceiling["op_name"] else short
+    numbers.update(_ceiling_numbers(target, splitk, times, ceiling, top, short, what, setting, unit))
+    if times["gaps_ms"] is not None:
+        numbers["profiler_gaps_ms"] = numbers.pop("between_steps_idle_ms")
+
+    before = {k["name"] for k in profile.data["summary"]["merged"]["kernels"]}
+    kernels = [k.to_dict() for k in merged.kernels]
+    tables = _tables(merged, kernels, before, times, ceiling, operation, short, unit, host, trace_path)
+
+    # The rewrite's grid and diagnosis.
+    seqs = list(splitk.evidence[:1])
+    subject, subject_why = grid_subject(top.name, kernels, before)
+    grid_points, problems = [], []
+    if subject is not None:
+        calls = [r["call"] for r in splitk.data.get("calls") or []]
+        grid_points, problems = read_rewrite_grid(session, target, box, batch, subject, calls, seqs)
+    focus = _grid_tables(target, box, subject, subject_why, grid_points, tables, numbers)
+    headline = _headline(finding_for(state, "levers"), top, dominant, unit, ceiling, what, short, focus)
+    return Draft(
+        headline=headline, verdict={True: "goal-reachable", False: "goal-unreachable", None: "goal-undecided"}[ceiling["reachable"]],
+        numbers=numbers, tables=tables,
+        artifacts={"trace": trace_path}, evidence=sorted(set(seqs) | set(ceiling["tok_seqs"])),
+        labels=labels + (["failed"] if problems else []),
+        data={**base_data, "complete": True, "kernel": top.name, "category": top.category, "dominant": dominant,
+              "dominant_kernel": top.to_dict(), "reachable": ceiling["reachable"], "reach": ceiling["reach"],
+              "uncertainty": ceiling["uncertainty"], "model_error": ceiling["model_error"],
+              "bound": "operation" if ceiling["op_name"] else "kernel",
+              "operation": ({"name": ceiling["op_name"], "frame": operation.get("frame"), "source": operation.get("source")}
+                            if ceiling["op_name"] else None),
+              "operation_status": operation["status"], "operation_detail": operation,
+              "rewrite_kernels": [{"name": k["name"], "calls": k["calls"], "total_us": k["total_us"], "share": k["share"]}
+                                  for k in kernels if k["name"] not in before],
+              "grid": {"kernel": subject, "why": subject_why, "problems": problems,
+                       "points": [{k: r[k] for k in ("point", "kernel", "launch", "seq", "diagnosis")} | {"note": r.get("note"),
+                                   "grid": (r["report"] or {}).get("grid"), "programs": (r["report"] or {}).get("programs"),
+                                   "grid_expr": (r["report"] or {}).get("grid_expr")} for r in grid_points]},
+              "summary": {"kernel_time_us": merged.kernel_time_us, "idle_us": merged.idle_us, "window_us": merged.window_us,
+                          "in_step_window_us": merged.in_step_window_us, "steps": merged.steps}},
+    )
+
+
+def _new_times(session: Session, splitk: Finding, summary, top, numbers: dict[str, Number]) -> tuple[dict, dict]:
+    """The dominant kernel's operation in the split-K trace (attribute_dominant) and the times the
+    ceiling rests on (``profile_times`` over the new profile); adds ``operation_ms`` (when attributed
+    and no less than the kernel) and ``timed_step_ms`` to ``numbers``."""
+    steps = numbers["steps"].value
     seq = splitk.evidence[:1]
+    trace_path = splitk.artifacts["trace"]
     refs = {"trace": {"path": trace_path}}
     eager = eager_trace(splitk)
     if eager:
         refs["eager"] = {"path": eager}
     operation, _ = attribute_dominant(session, refs, {"eager_file": "eager" if eager else None}, refs["trace"], top, steps)
-    attributed = operation["status"] == trace.ops.ATTRIBUTED
-    if attributed:
+    if operation["status"] == trace.ops.ATTRIBUTED:
         numbers["operation_ms"] = Number(value=operation["total_us"] / 1000, unit="ms",
                                          label=f"t_op: {operation['name']}, the call around {short_name(top.name)}, with split-K", seqs=seq)
     runs = (splitk.data.get("runs_ms") or {})
     timed = median(runs["splitk"]) if runs.get("splitk") else runs.get("profiled_splitk_ms")
     numbers["timed_step_ms"] = Number(value=timed, unit="ms", label="T: the split-K step of the layers run, timed without the profiler (median of the paired runs)",
                                       seqs=splitk.numbers["measured_x"].seqs)
-    interim = Finding(index=0, step="round2", headline="", verdict="", numbers=numbers,
-                      data={"dominant": top.to_dict(), "leader": top.to_dict(), "operation": operation, "summary": summary.to_dict()})
+    interim = Draft(headline="", verdict="", numbers=numbers,
+                    data={"dominant": top.to_dict(), "leader": top.to_dict(), "operation": operation, "summary": summary.to_dict()})
     times = profile_times(interim)
     if times["operation_ms"] is None:
         numbers.pop("operation_ms", None)  # an attribution holding less than the kernel itself attributed nothing
+    return operation, times
 
+
+def _ceiling(state: InvestigationState, target: Target, splitk: Finding, times: dict[str, Any], operation: dict,
+             batch: int) -> dict[str, Any]:
+    """The new ceiling's figures: the instant bounds over the split-K profile, their spread, and
+    whether the goal is reachable within the ceiling's uncertainty."""
     window, part, op_part = times["window_ms"], times["kernel_ms"], times["operation_ms"]
     tok_s = splitk.number("splitk_tok_s")
     goal = target.goal.output_tok_s
-    step_ms = 1000.0 * batch / tok_s
-    budget_ms = 1000.0 * batch / goal
     kernel_x = amdahl(window, part)
     operation_x = amdahl(window, op_part) if op_part is not None else None
     bound_x = operation_x or kernel_x
@@ -261,64 +314,74 @@ def round2(state: InvestigationState, session: Session) -> Finding:
         reachable, reach = False, "not reachable"
     else:
         reachable, reach = None, f"not decided: the goal lies within the ceiling's uncertainty ({100 * uncertainty:.2g}%: {parts})"
-    op_name = operation.get("name") if op_part is not None else None
-    short = shorten(top.name, 60)  # a headline names it twice
-    what = f"{op_name} (the call around {short})" if op_name else short
-    tok_seqs = splitk.numbers["splitk_tok_s"].seqs
+    return {"window": window, "op_part": op_part, "tok_s": tok_s, "goal": goal, "step_ms": 1000.0 * batch / tok_s, "budget_ms": 1000.0 * batch / goal,
+            "batch": batch, "kernel_x": kernel_x, "operation_x": operation_x, "bound_x": bound_x,
+            "kernel_spread": kernel_spread, "op_spread": op_spread, "spread": spread, "ceiling_tok_s": ceiling_tok_s,
+            "model_error": model_error, "uncertainty": uncertainty, "reachable": reachable, "reach": reach,
+            "op_name": operation.get("name") if op_part is not None else None,
+            "tok_seqs": splitk.numbers["splitk_tok_s"].seqs}
+
+
+def _ceiling_numbers(target: Target, splitk: Finding, times: dict[str, Any], ceiling: dict[str, Any], top, short: str,
+                     what: str, setting: str, unit: str) -> dict[str, Number]:
+    """The new ceiling's numbers, named as the ceiling step names its own."""
+    window, part, op_part, steps = times["window_ms"], times["kernel_ms"], times["operation_ms"], times["steps"]
+    seq, tok_seqs, spread = splitk.evidence[:1], ceiling["tok_seqs"], ceiling["spread"]
     both = sorted(set(seq) | set(tok_seqs))
-    needed = speedup_needed(window, op_part if op_part is not None else part, goal / tok_s)
-    numbers.update({
+    needed = speedup_needed(window, op_part if op_part is not None else part, ceiling["goal"] / ceiling["tok_s"])
+    numbers = {
         "dominant_ms": Number(value=top.total_us / 1000, unit="ms", label=f"{short} with split-K", seqs=seq),
         "dominant_share": Number(value=top.share, unit="fraction", label=f"{short} share of {unit} time with split-K", seqs=seq),
         "dominant_step_ms": Number(value=top.total_us / 1000 / steps, unit="ms", label=f"{short} a step with split-K", seqs=seq),
         "window_ms": Number(value=window, unit="ms", label=f"W: window inside the {steps} profiled steps with split-K", seqs=seq),
         "kernel_ms": Number(value=part, unit="ms", label=f"t_k: {short} in the split-K profile", seqs=seq),
         "kernel_share": Number(value=part / window, unit="fraction", label="t_k / W", seqs=seq),
-        "kernel_instant_x": Number(value=kernel_x, unit="x", label=f"{short} instant: 1 / (1 - t_k/W), over the split-K setting", seqs=seq, spread=kernel_spread),
-        "baseline_tok_s": Number(value=tok_s, unit="tok/s", label=f"measured, {setting} (projected to {target.model.layers} layers)", seqs=tok_seqs),
-        "ceiling_tok_s": Number(value=ceiling_tok_s, unit="tok/s", label=f"projected: the split-K setting's tok/s x the {'operation' if op_name else 'kernel'} instant", seqs=both, spread=spread),
-        "goal_tok_s": Number(value=goal, unit="tok/s", label="goal"),
-        "goal_distance_x": Number(value=goal / ceiling_tok_s, unit="x", label="goal / the new ceiling (above 1: out of reach even with the dominant part instant)", seqs=both, spread=spread),
-        "goal_gap_x": Number(value=goal / tok_s, unit="x", label="goal / the split-K setting's tok/s: the speedup still needed", seqs=tok_seqs),
-        "step_budget_ms": Number(value=budget_ms, unit="ms", label=f"batch {batch} tokens a step at the goal's rate"),
-        "projected_step_ms": Number(value=step_ms, unit="ms", label=f"decode step, {setting}, projected (batch / tok/s)", seqs=tok_seqs),
-        "instant_step_ms": Number(value=step_ms / bound_x, unit="ms", label=f"projected decode step with {what} instant", seqs=both, spread=spread),
+        "kernel_instant_x": Number(value=ceiling["kernel_x"], unit="x", label=f"{short} instant: 1 / (1 - t_k/W), over the split-K setting", seqs=seq, spread=ceiling["kernel_spread"]),
+        "baseline_tok_s": Number(value=ceiling["tok_s"], unit="tok/s", label=f"measured, {setting} (projected to {target.model.layers} layers)", seqs=tok_seqs),
+        "ceiling_tok_s": Number(value=ceiling["ceiling_tok_s"], unit="tok/s", label=f"projected: the split-K setting's tok/s x the {'operation' if ceiling['op_name'] else 'kernel'} instant", seqs=both, spread=spread),
+        "goal_tok_s": Number(value=ceiling["goal"], unit="tok/s", label="goal"),
+        "goal_distance_x": Number(value=ceiling["goal"] / ceiling["ceiling_tok_s"], unit="x", label="goal / the new ceiling (above 1: out of reach even with the dominant part instant)", seqs=both, spread=spread),
+        "goal_gap_x": Number(value=ceiling["goal"] / ceiling["tok_s"], unit="x", label="goal / the split-K setting's tok/s: the speedup still needed", seqs=tok_seqs),
+        "step_budget_ms": Number(value=ceiling["budget_ms"], unit="ms", label=f"batch {ceiling['batch']} tokens a step at the goal's rate"),
+        "projected_step_ms": Number(value=ceiling["step_ms"], unit="ms", label=f"decode step, {setting}, projected (batch / tok/s)", seqs=tok_seqs),
+        "instant_step_ms": Number(value=ceiling["step_ms"] / ceiling["bound_x"], unit="ms", label=f"projected decode step with {what} instant", seqs=both, spread=spread),
         "speedup_needed": Number(value=needed, unit="x",
                                  label=f"speedup of {what} that would meet the goal" if needed is not None else
                                  f"speedup of {what} that would meet the goal: none, even instant it would not"),
-    })
+    }
     if op_part is not None:
         numbers["operation_share"] = Number(value=op_part / window, unit="fraction", label="t_op / W", seqs=seq)
-        numbers["operation_instant_x"] = Number(value=operation_x, unit="x", label=f"{op_name} instant: 1 / (1 - t_op/W), over the split-K setting", seqs=seq, spread=op_spread)
-    if times["gaps_ms"] is not None:
-        numbers["profiler_gaps_ms"] = numbers.pop("between_steps_idle_ms")
+        numbers["operation_instant_x"] = Number(value=ceiling["operation_x"], unit="x", label=f"{ceiling['op_name']} instant: 1 / (1 - t_op/W), over the split-K setting", seqs=seq, spread=ceiling["op_spread"])
+    return numbers
 
-    before = {k["name"] for k in profile.data["summary"]["merged"]["kernels"]}
-    kernels = [k.to_dict() for k in merged.kernels]
+
+def _tables(merged, kernels: list[dict], before: set[str], times: dict[str, Any], ceiling: dict[str, Any], operation: dict,
+            short: str, unit: str, host: bool, trace_path: str) -> list[Table]:
+    """Round 2's profile tables (top kernels, the rewrite's kernels) and its ceiling tables."""
+    window, part, op_part = times["window_ms"], times["kernel_ms"], times["operation_ms"]
     rewrite_rows = [[short_name(k["name"]), k["calls"], k["total_us"] / 1000, k["share"]] for k in kernels
                     if k["name"] not in before]
     tables = [
         Table(title=f"Top {unit}s with split-K", columns=["name", "category", "calls", "total ms", "mean us", "share"],
-              rows=[[short_name(k.name), k.category, k.calls, k.total_us / 1000, k.mean_us, k.share] for k in merged.kernels[:TOP_KERNELS]],
+              rows=[[short_name(k.name), k.category, k.calls, k.total_us / 1000, k.mean_us, k.share] for k in merged.kernels[:SHOWN_KERNELS]],
               note=("host ranges under the Triton CPU interpreter, not GPU kernels; " if host else "") + f"the split-K step's profiled run ({trace_path})"),
         Table(title="Kernels the rewrite brought", columns=["name", "calls", "total ms", "share"], rows=rewrite_rows,
               note="kernels of the split-K trace that the first profile did not have"),
         Table(title=f"Amdahl ceiling for {short}, with split-K", columns=["kernel speedup", "step speedup", "tok/s (projected)"],
-              rows=quoted(ceiling_table(window, part, tok_s), kernel_spread),
+              rows=quoted(ceiling_table(window, part, ceiling["tok_s"]), ceiling["kernel_spread"]),
               note="step speedup = 1 / (1 - t_k/W + t_k/(W s)) over the split-K profile; tok/s = the split-K setting's measured tok/s x step speedup"),
     ]
     if op_part is not None:
-        tables.append(Table(title=f"Amdahl ceiling for its operation {op_name}, with split-K", columns=["operation speedup", "step speedup", "tok/s (projected)"],
-                            rows=quoted(ceiling_table(window, op_part, tok_s), op_spread),
+        tables.append(Table(title=f"Amdahl ceiling for its operation {ceiling['op_name']}, with split-K", columns=["operation speedup", "step speedup", "tok/s (projected)"],
+                            rows=quoted(ceiling_table(window, op_part, ceiling["tok_s"]), ceiling["op_spread"]),
                             note=f"t_op = {short} plus the other kernels its call launches ({operation.get('source')}: {operation.get('rule')})"))
+    return tables
 
-    # The rewrite's grid and diagnosis.
-    seqs = list(seq)
-    subject, subject_why = grid_subject(top.name, kernels, before)
-    grid_points, problems = [], []
-    if subject is not None:
-        calls = [r["call"] for r in splitk.data.get("calls") or []]
-        grid_points, problems = read_rewrite_grid(session, target, box, batch, subject, calls, seqs)
+
+def _grid_tables(target: Target, box: dict, subject: str | None, subject_why: str, grid_points: list[dict],
+                 tables: list[Table], numbers: dict[str, Number]) -> dict | None:
+    """The rewrite's grid and diagnosis tables, appended to ``tables``, and the numbers of the point
+    the headline speaks of (the box's where its diagnosis holds, else the first that does), which it returns."""
     if grid_points:
         tables.append(Table(title=f"Grid of the rewrite's {subject}", columns=["shapes", "kernel", "config", "splits", "grid", "dims",
                                                                                "programs", "gather redundancy", "all loads redundancy", "inner products"],
@@ -340,16 +403,20 @@ def round2(state: InvestigationState, session: Session) -> Finding:
             "rewrite_redundancy": Number(value=d["redundancy_factor"], unit="x", label=f"{focus['kernel']}: bytes loaded / unique, {focus['point']['label']}", seqs=fseq),
             "rewrite_inner_product": Number(value=d["inner_product"], label=f"{focus['kernel']}: how its inner products are formed", seqs=fseq),
         })
+    return focus
 
-    verdict = {True: "goal-reachable", False: "goal-unreachable", None: "goal-undecided"}[reachable]
+
+def _headline(levers: Finding | None, top, dominant: bool, unit: str, ceiling: dict[str, Any], what: str, short: str,
+              focus: dict | None) -> str:
+    spread, reachable, goal = ceiling["spread"], ceiling["reachable"], ceiling["goal"]
+    op_name = ceiling["op_name"]
     lead = (f"with split-K, {short} {'dominates' if dominant else 'is the largest'}: {100 * top.share:.1f}% of {unit} time "
             f"({top.category})")
-    headline = (lead + (f", its operation {op_name} {100 * op_part / window:.1f}% of the window" if op_name else "")
-                + f"; even an instant {what} gives {fmt_spread(bound_x, spread)}x: {fmt(tok_s, '.3g')} -> {fmt_spread(ceiling_tok_s, spread)} tok/s "
+    headline = (lead + (f", its operation {op_name} {100 * ceiling['op_part'] / ceiling['window']:.1f}% of the window" if op_name else "")
+                + f"; even an instant {what} gives {fmt_spread(ceiling['bound_x'], spread)}x: {fmt(ceiling['tok_s'], '.3g')} -> {fmt_spread(ceiling['ceiling_tok_s'], spread)} tok/s "
                 + ({True: "(projected), reaching the goal", None: "(projected), at the goal within its uncertainty"}.get(
-                    reachable, f"(projected), {fmt_spread(goal / ceiling_tok_s, spread)}x short of the goal"))
-                + f" of {goal:.0f} tok/s (step {fmt_spread(step_ms / bound_x, spread)} ms vs a {fmt(budget_ms, '.3g')} ms budget)")
-    levers = finding_for(state, "levers")
+                    reachable, f"(projected), {fmt_spread(goal / ceiling['ceiling_tok_s'], spread)}x short of the goal"))
+                + f" of {goal:.0f} tok/s (step {fmt_spread(ceiling['step_ms'] / ceiling['bound_x'], spread)} ms vs a {fmt(ceiling['budget_ms'], '.3g')} ms budget)")
     stand_in = next((n for n in (levers.data.get("engine_notes") or []) if n.startswith("weights are bf16")), None) if levers else None
     if stand_in and top.category.startswith("gemm"):
         # what now dominates is the part of the engine that stands in least faithfully: said where it is read
@@ -358,21 +425,4 @@ def round2(state: InvestigationState, session: Session) -> Finding:
         d = focus["diagnosis"]
         headline += (f"; the rewrite's {focus['kernel']} gathers {fmt(d['gather_redundancy_factor'], '.3g')}x the unique rows "
                      f"({d['inner_product']})")
-    return Finding(
-        index=next_index(state), step="round2", headline=headline, verdict=verdict, numbers=numbers, tables=tables,
-        artifacts={"trace": trace_path}, evidence=sorted(set(seqs) | set(tok_seqs)),
-        labels=labels + (["failed"] if problems else []),
-        data={**base_data, "complete": True, "kernel": top.name, "category": top.category, "dominant": dominant,
-              "dominant_kernel": top.to_dict(), "reachable": reachable, "reach": reach, "uncertainty": uncertainty,
-              "model_error": model_error, "bound": "operation" if op_name else "kernel",
-              "operation": ({"name": op_name, "frame": operation.get("frame"), "source": operation.get("source")} if op_name else None),
-              "operation_status": operation["status"], "operation_detail": operation,
-              "rewrite_kernels": [{"name": k["name"], "calls": k["calls"], "total_us": k["total_us"], "share": k["share"]}
-                                  for k in kernels if k["name"] not in before],
-              "grid": {"kernel": subject, "why": subject_why, "problems": problems,
-                       "points": [{k: r[k] for k in ("point", "kernel", "launch", "seq", "diagnosis")} | {"note": r.get("note"),
-                                   "grid": (r["report"] or {}).get("grid"), "programs": (r["report"] or {}).get("programs"),
-                                   "grid_expr": (r["report"] or {}).get("grid_expr")} for r in grid_points]},
-              "summary": {"kernel_time_us": merged.kernel_time_us, "idle_us": merged.idle_us, "window_us": merged.window_us,
-                          "in_step_window_us": merged.in_step_window_us, "steps": merged.steps}},
-    )
+    return headline

@@ -9,15 +9,16 @@ from statistics import stdev
 from typing import Any
 
 from agent import consistency, stats
-from agent.engines import Setting, bench_args, run_sweep
-from agent.session import Session
-from agent.state import Finding, InvestigationState, Number, Table, finding_for, findings_of, next_index
-from agent.steps import StepFailed
-from agent.steps.ceiling import amdahl, profile_times
-from agent.steps.levers import interpretation_labels, output_check, sweep_runs, throughput
-from agent.steps.profile import attribute_dominant
-from agent.steps.survey import target_of
+from agent.config import Target
+from agent.engine_runs import Setting, bench_args, run_sweep
 from agent.evidence import typed
+from agent.session import Session
+from agent.state import InvestigationState, finding_for, findings_of
+from agent.steps import Draft, StepFailed
+from agent.steps.amdahl import amdahl, profile_times
+from agent.steps.attribution import attribute_dominant
+from agent.steps.measurements import interpretation_labels, output_check, sweep_runs, throughput
+from schema.finding import Finding, Number, Table
 from tools import trace
 
 
@@ -93,7 +94,7 @@ def _run_ms(run: dict, batch: int) -> float:
     return throughput(run, batch)["step_ms"]
 
 
-def build_splitk(state: InvestigationState, session: Session) -> Finding:
+def build_splitk(state: InvestigationState, session: Session, target: Target) -> Draft:
     """Re-run the engine with the split-K rewrite (profiled the same way as the profiled setting),
     then check it against the float32 reference and the original at each distinct attention call the
     engine made (its shapes, caches, sink, and the configuration the wrapper chose), timing each on a
@@ -102,8 +103,7 @@ def build_splitk(state: InvestigationState, session: Session) -> Finding:
     kernel's and the operation's measured speedups) and the ceiling's bounds. A wrong kernel fails the
     step: a fast wrong kernel is no option. A measurement above a bound makes the verdict say the
     model failed."""
-    target = target_of(state)
-    survey, profile, levers = (finding_for(state, s) for s in ("survey", "profile", "levers"))
+    survey, profile = finding_for(state, "survey"), finding_for(state, "profile")
     device = typed(survey).box.device
     batch = typed(profile).batch
     profiled = typed(profile).setting.model_dump()
@@ -111,6 +111,49 @@ def build_splitk(state: InvestigationState, session: Session) -> Finding:
                       dict(profiled["options"]))
     reference = Setting(profiled["label"], dict(profiled["env"]), dict(profiled["options"]))
     seqs: list[int] = []
+    run, call_rows = _run_checked(session, target, device, batch, setting, seqs)
+    interval, pairs, runs, output = _alternate(session, target, device, batch, reference, setting, run, seqs)
+    figures = _compare(session, profile, run, batch)
+    figures.update(interval=interval, pairs=len(pairs), measured_x=interval.ratio,
+             measured_tok_s=profile.number("setting_tok_s") * interval.ratio)
+    numbers = _numbers(target, profile, run, call_rows, figures, profiled["label"], seqs)
+
+    # Hold the measurement against the ceiling's bounds and the predictions, with this comparison's noise.
+    interim = Draft(headline="", verdict="", numbers=numbers,
+                    data={"measured_interval": [interval.low, interval.high] if interval.low is not None else None,
+                          "measured_interval_basis": _basis(interval, len(pairs)), "vanished_kernels": figures["gone"],
+                          "launches_per_step": figures["launches"], "prediction_intervals": figures["prediction_intervals"],
+                          "profiler_stretch": figures["stretch"]}).numbered(state, "splitk")
+    held = consistency.check(findings_of(state) + [interim], target.model_dump(mode="json"))
+    mine = [c for c in held.checks if c.measurement == "split-K rewrite"]
+    violated = [c for c in mine if c.verdict == "violated"]
+    # the step's own predictions (from the profiles); the options' earlier estimate is held in the report
+    missed = [c for c in mine if c.verdict == "missed" and c.claim_finding == interim.stem]
+    verdict = "model-failed" if violated else ("prediction-missed" if missed else "prediction-holds")
+    refs = {ref["name"]: ref for ref in run["artifacts"]}
+    return Draft(
+        headline=_headline(figures, output, violated, missed), verdict=verdict, numbers=numbers,
+        tables=_tables(figures, call_rows, throughput(run, batch)["step_ms"], output, target.thresholds.noise.output_rtol,
+                       profiled["label"]),
+        artifacts={"trace": refs[run["data"]["trace"]["file"]]["path"],
+                   **({"eager_trace": refs[run["data"]["trace"]["eager_file"]]["path"]}
+                      if run["data"]["trace"].get("eager_file") in refs else {})},
+        evidence=sorted(set(seqs)), labels=interpretation_labels(state),
+        data={"setting": {"label": setting.label, "env": setting.env, "options": setting.options},
+              "calls": call_rows, "kernel_speedup": figures["kernel_speedup"], "operation_speedup": figures["op_speedup"],
+              "operation_after": figures["attribution"], "predicted_x": figures["predicted_x"], "predicted_operation_x": figures["predicted_op_x"],
+              "measured_x": figures["measured_x"], "measured_interval": interim.data["measured_interval"],
+              "measured_interval_basis": interim.data["measured_interval_basis"], "runs_ms": runs,
+              "vanished_kernels": figures["gone"], "launches_per_step": figures["launches"], "dominant_after": figures["now"],
+              "prediction_intervals": figures["prediction_intervals"], "profiler_stretch": figures["stretch"], "output": output,
+              "checks": [c.model_dump(mode="json") for c in mine]},
+    )
+
+
+def _run_checked(session: Session, target: Target, device: str, batch: int, setting: Setting,
+                 seqs: list[int]) -> tuple[dict[str, Any], list[dict]]:
+    """The engine profiled with the rewrite, and the rewrite checked at each call it made (check_calls);
+    fails when the engine fails, reports no call, or the kernel fails a check."""
     run = session.call("engine.bench", bench_args(target, device, setting, [batch],
                                                   profile={"batch": batch, "steps": target.profile.steps}))
     seqs.append(run["seq"])
@@ -122,8 +165,14 @@ def build_splitk(state: InvestigationState, session: Session) -> Finding:
     call_rows, problems = check_calls(session, calls, device, seqs)
     if problems:
         raise StepFailed("the split-K kernel failed its check at the engine's calls: " + "; ".join(problems))
+    return run, call_rows
 
-    # The speedup's interval: more runs of both settings, alternating (runs are the unit of noise).
+
+def _alternate(session: Session, target: Target, device: str, batch: int, reference: Setting, setting: Setting,
+               run: dict[str, Any], seqs: list[int]) -> tuple[stats.Interval, list[tuple[float, float]], dict, dict]:
+    """The speedup's interval: more runs of both settings, alternating (runs are the unit of noise).
+    Returns the interval, the paired step times, the runs' record (``runs_ms``) and the output check;
+    fails when no round measured both or the output with split-K differs from the profiled setting's."""
     noise = target.thresholds.noise
     rounds = noise.rewrite_rounds
     # The profiled runs (the profile step's and this step's first) are left out, as a sweep's warm-up:
@@ -155,8 +204,13 @@ def build_splitk(state: InvestigationState, session: Session) -> Finding:
         raise StepFailed(f"the engine's output with split-K differs from the profiled setting's: median row "
                          f"{100 * output['error']:.3g}% beyond {100 * noise.output_rtol:.0f}% (engine.sweep, log line "
                          f"{swept['seq']}): a fast wrong answer is no option")
+    return interval, pairs, runs, output
 
-    measured = throughput(run, batch)
+
+def _compare(session: Session, profile: Finding, run: dict[str, Any], batch: int) -> dict[str, Any]:
+    """The two profiles compared: the dominant kernel's and its operation's time before and after, the
+    Amdahl predictions from those speedups (with their intervals), the launches a step, the kernels
+    gone, the profiler's stretch of each step and the largest kernel now."""
     refs = {ref["name"]: ref for ref in run["artifacts"]}
     split_summary = trace.summarize([session.artifact_path(refs[run["data"]["trace"]["file"]])])
     before_kernels = profile.data["summary"]["merged"]["kernels"]
@@ -176,9 +230,6 @@ def build_splitk(state: InvestigationState, session: Session) -> Finding:
                             for key, part, x, s in (("predicted_x", t_before, predicted_x, kernel_speedup),
                                                     ("predicted_operation_x", op_before, predicted_op_x, op_speedup))
                             if x is not None}
-    baseline_tok_s = profile.number("setting_tok_s")
-    measured_x = interval.ratio
-    measured_tok_s = baseline_tok_s * measured_x
     launches = {"before": sum(k["calls"] for k in before_kernels) / steps,
                 "after": sum(k["calls"] for k in after_kernels) / steps}
     gone = [k for k in vanished_kernels(before_kernels, after_kernels) if k["name"] != dominant["name"]]
@@ -190,59 +241,47 @@ def build_splitk(state: InvestigationState, session: Session) -> Finding:
                 "before_timed_ms": profile.number("timed_step_ms"), "after_window_ms": after_window,
                 "after_timed_ms": _run_ms(run, batch)} if after_window > 0 else None)
     now = split_summary.merged.kernels[0].to_dict() if split_summary.merged.kernels else None
+    return {"dominant": dominant["name"], "t_before": t_before, "t_after": t_after, "kernel_speedup": kernel_speedup,
+            "op_before": op_before, "op_after_us": op_after_us, "attribution": attribution, "op_speedup": op_speedup,
+            "predicted_x": predicted_x, "predicted_op_x": predicted_op_x, "prediction_intervals": prediction_intervals,
+            "launches": launches, "gone": gone, "stretch": stretch, "now": now,
+            "baseline_tok_s": profile.number("setting_tok_s")}
 
+
+def _numbers(target: Target, profile: Finding, run: dict[str, Any], call_rows: list[dict], figures: dict[str, Any],
+             profiled: str, seqs: list[int]) -> dict[str, Number]:
+    interval, noise = figures["interval"], target.thresholds.noise
     run_seqs = [run["seq"]] + profile.numbers["setting_tok_s"].seqs
+    profiles = [run["seq"]] + profile.evidence
     numbers = {
-        "kernel_speedup": Number(value=kernel_speedup, unit="x", label=f"{dominant['name']} time / the kernels that replaced it (profiles)", seqs=[run["seq"]] + profile.evidence),
-        "predicted_x": Number(value=predicted_x, unit="x", label="Amdahl with the kernel's measured speedup (shares of W)", seqs=[run["seq"]] + profile.evidence),
-        "measured_x": Number(value=measured_x, unit="x", label=f"engine tok/s with split-K / {profiled['label']}: geometric mean over {len(pairs)} paired round(s)", seqs=sorted(set(seqs) | set(run_seqs)),
+        "kernel_speedup": Number(value=figures["kernel_speedup"], unit="x", label=f"{figures['dominant']} time / the kernels that replaced it (profiles)", seqs=profiles),
+        "predicted_x": Number(value=figures["predicted_x"], unit="x", label="Amdahl with the kernel's measured speedup (shares of W)", seqs=profiles),
+        "measured_x": Number(value=figures["measured_x"], unit="x", label=f"engine tok/s with split-K / {profiled}: geometric mean over {figures['pairs']} paired round(s)", seqs=sorted(set(seqs) | set(run_seqs)),
                              spread=_half_width(interval)),
         "measured_low_x": Number(value=interval.low, unit="x", label=f"{100 * noise.confidence:.0f}% interval, low", seqs=sorted(set(seqs))),
         "measured_high_x": Number(value=interval.high, unit="x", label=f"{100 * noise.confidence:.0f}% interval, high", seqs=sorted(set(seqs))),
-        "splitk_tok_s": Number(value=measured_tok_s, unit="tok/s", label=f"engine with split-K, projected: the profiled setting's tok/s x the measured ratio (to {target.model.layers} layers)", seqs=sorted(set(seqs))),
-        "launches_before": Number(value=launches["before"], unit="launches/step", label="kernel launches a step, profiled setting", seqs=profile.evidence),
-        "launches_after": Number(value=launches["after"], unit="launches/step", label="kernel launches a step, with split-K", seqs=[run["seq"]]),
+        "splitk_tok_s": Number(value=figures["measured_tok_s"], unit="tok/s", label=f"engine with split-K, projected: the profiled setting's tok/s x the measured ratio (to {target.model.layers} layers)", seqs=sorted(set(seqs))),
+        "launches_before": Number(value=figures["launches"]["before"], unit="launches/step", label="kernel launches a step, profiled setting", seqs=profile.evidence),
+        "launches_after": Number(value=figures["launches"]["after"], unit="launches/step", label="kernel launches a step, with split-K", seqs=[run["seq"]]),
         "check_out_rel_err": Number(value=max((worst_error(r["check"] or {}, "out_norm_rel") or 0) for r in call_rows), label="worst norm-wise relative error of the output vs float32, over the engine's calls", seqs=[r["check_seq"] for r in call_rows]),
         "check_lse_abs_err": Number(value=max((worst_error(r["check"] or {}, "lse_max_abs") or 0) for r in call_rows), label="worst LSE error vs float32, over the engine's calls", seqs=[r["check_seq"] for r in call_rows]),
     }
-    if predicted_op_x is not None:
-        numbers["operation_speedup"] = Number(value=op_speedup, unit="x", label="the attention operation's time before / after (profiles)", seqs=[run["seq"]] + profile.evidence)
-        numbers["predicted_operation_x"] = Number(value=predicted_op_x, unit="x", label="Amdahl with the operation's measured speedup (shares of W)", seqs=[run["seq"]] + profile.evidence)
-    if now:
-        numbers["dominant_after_share"] = Number(value=now["share"], unit="fraction", label=f"{now['name']}: the largest kernel with split-K", seqs=[run["seq"]])
+    if figures["predicted_op_x"] is not None:
+        numbers["operation_speedup"] = Number(value=figures["op_speedup"], unit="x", label="the attention operation's time before / after (profiles)", seqs=profiles)
+        numbers["predicted_operation_x"] = Number(value=figures["predicted_op_x"], unit="x", label="Amdahl with the operation's measured speedup (shares of W)", seqs=profiles)
+    if figures["now"]:
+        numbers["dominant_after_share"] = Number(value=figures["now"]["share"], unit="fraction", label=f"{figures['now']['name']}: the largest kernel with split-K", seqs=[run["seq"]])
+    return numbers
 
-    # Hold the measurement against the ceiling's bounds and the predictions, with this comparison's noise.
-    interim = Finding(index=next_index(state), step="splitk", headline="", verdict="", numbers=numbers,
-                      data={"measured_interval": [interval.low, interval.high] if interval.low is not None else None,
-                            "measured_interval_basis": _basis(interval, len(pairs)), "vanished_kernels": gone,
-                            "launches_per_step": launches, "prediction_intervals": prediction_intervals,
-                            "profiler_stretch": stretch})
-    held = consistency.check(findings_of(state) + [interim], target.model_dump(mode="json"))
-    mine = [c for c in held.checks if c.measurement == "split-K rewrite"]
-    violated = [c for c in mine if c.verdict == "violated"]
-    # the step's own predictions (from the profiles); the options' earlier estimate is held in the report
-    missed = [c for c in mine if c.verdict == "missed" and c.claim_finding == interim.stem]
-    verdict = "model-failed" if violated else ("prediction-missed" if missed else "prediction-holds")
 
-    rows = [
-        [f"{dominant['name']} in the profile (ms)", t_before, t_after, kernel_speedup],
-        *([["the attention operation in the profile (ms)", op_before, op_after_us / 1000, op_speedup]] if op_speedup else []),
-        [f"engine tok/s ({profiled['label']}), projected", baseline_tok_s, measured_tok_s, measured_x],
-        ["kernel launches a step", launches["before"], launches["after"], None],
-    ]
-    call_table = [[call_label(r["call"]), r["call"].get("calls_per_step"), r["call"].get("config"),
-                   r["call"].get("splits"), r["call"].get("extra_splits"),
-                   worst_error(r["check"] or {}, "out_norm_rel"),
-                   (r.get("bench") or {}).get("upstream_graph_us"), (r.get("bench") or {}).get("rewrite_graph_us"),
-                   (r.get("bench") or {}).get("speedup_vs_upstream"),
-                   _share_of_step(r, measured["step_ms"]), ", ".join(str(s) for s in (r["check_seq"], r.get("bench_seq")) if s)]
-                  for r in call_rows]
+def _headline(figures: dict[str, Any], output: dict[str, Any], violated: list, missed: list) -> str:
+    predicted_x, predicted_op_x, interval = figures["predicted_x"], figures["predicted_op_x"], figures["interval"]
     pred = f"predicts {predicted_op_x:.3g}x from the operation, {predicted_x:.3g}x from the kernel" if predicted_op_x else (
         f"predicts {predicted_x:.3g}x from the kernel" if predicted_x else "has no prediction")
     ival = f" [{interval.low:.3g}, {interval.high:.3g}]" if interval.low is not None else ""
-    headline = (f"split-K: {dominant['name']} {kernel_speedup:.3g}x faster in the profile; Amdahl {pred}; the engine "
-                f"measured {measured_x:.3g}x{ival} ({baseline_tok_s:.3g} -> {measured_tok_s:.3g} tok/s, projected)"
-                if kernel_speedup else "split-K: the replacement kernels were not found in the trace")
+    headline = (f"split-K: {figures['dominant']} {figures['kernel_speedup']:.3g}x faster in the profile; Amdahl {pred}; the engine "
+                f"measured {figures['measured_x']:.3g}x{ival} ({figures['baseline_tok_s']:.3g} -> {figures['measured_tok_s']:.3g} tok/s, projected)"
+                if figures["kernel_speedup"] else "split-K: the replacement kernels were not found in the trace")
     if output["ok"] is None:
         headline += f"; engine output not checked ({output['note']})"
     elif output.get("rows_beyond"):
@@ -251,31 +290,36 @@ def build_splitk(state: InvestigationState, session: Session) -> Finding:
         headline += f"; above the bound {violated[0].claim_x:.3g}x ({violated[0].claim}): the model failed"
     elif missed:
         headline += "; the prediction missed"
-    return Finding(
-        index=next_index(state), step="splitk", headline=headline, verdict=verdict, numbers=numbers,
-        tables=[Table(title="Split-K against the original", columns=["measure", "original", "split-K", "ratio"], rows=rows,
-                      note=f"measured: {_basis(interval, len(pairs))}; kernel and operation times from the two profiles; "
-                           f"split-K tok/s is projected: the profiled setting's tok/s x the measured ratio; "
-                           + _output_text(output, noise.output_rtol)),
-                Table(title="The engine's attention calls, checked and timed as the engine made them",
-                      columns=["call", "calls a step", "config", "splits", "compressed splits", "error vs float32",
-                               "upstream us", "split-K us", "speedup", "share of the step", "log"], rows=call_table,
-                      note="each distinct call of one decode step, in its own form (caches, sink, index widths) and "
-                           "with the configuration the wrapper chose; us: CUDA-graph replay medians on the box; share: "
-                           "split-K us x calls a step / the split-K engine's timed step")],
-        artifacts={"trace": refs[run["data"]["trace"]["file"]]["path"],
-                   **({"eager_trace": refs[run["data"]["trace"]["eager_file"]]["path"]}
-                      if run["data"]["trace"].get("eager_file") in refs else {})},
-        evidence=sorted(set(seqs)), labels=interpretation_labels(state),
-        data={"setting": {"label": setting.label, "env": setting.env, "options": setting.options},
-              "calls": call_rows, "kernel_speedup": kernel_speedup, "operation_speedup": op_speedup,
-              "operation_after": attribution, "predicted_x": predicted_x, "predicted_operation_x": predicted_op_x,
-              "measured_x": measured_x, "measured_interval": interim.data["measured_interval"],
-              "measured_interval_basis": interim.data["measured_interval_basis"], "runs_ms": runs,
-              "vanished_kernels": gone, "launches_per_step": launches, "dominant_after": now,
-              "prediction_intervals": prediction_intervals, "profiler_stretch": stretch, "output": output,
-              "checks": [c.model_dump(mode="json") for c in mine]},
-    )
+    return headline
+
+
+def _tables(figures: dict[str, Any], call_rows: list[dict], step_ms: float, output: dict[str, Any], rtol: float,
+            profiled: str) -> list[Table]:
+    """The rewrite against the original, and the engine's calls as checked and timed."""
+    rows = [
+        [f"{figures['dominant']} in the profile (ms)", figures["t_before"], figures["t_after"], figures["kernel_speedup"]],
+        *([["the attention operation in the profile (ms)", figures["op_before"], figures["op_after_us"] / 1000, figures["op_speedup"]]]
+          if figures["op_speedup"] else []),
+        [f"engine tok/s ({profiled}), projected", figures["baseline_tok_s"], figures["measured_tok_s"], figures["measured_x"]],
+        ["kernel launches a step", figures["launches"]["before"], figures["launches"]["after"], None],
+    ]
+    call_table = [[call_label(r["call"]), r["call"].get("calls_per_step"), r["call"].get("config"),
+                   r["call"].get("splits"), r["call"].get("extra_splits"),
+                   worst_error(r["check"] or {}, "out_norm_rel"),
+                   (r.get("bench") or {}).get("upstream_graph_us"), (r.get("bench") or {}).get("rewrite_graph_us"),
+                   (r.get("bench") or {}).get("speedup_vs_upstream"),
+                   _share_of_step(r, step_ms), ", ".join(str(s) for s in (r["check_seq"], r.get("bench_seq")) if s)]
+                  for r in call_rows]
+    return [Table(title="Split-K against the original", columns=["measure", "original", "split-K", "ratio"], rows=rows,
+                  note=f"measured: {_basis(figures['interval'], figures['pairs'])}; kernel and operation times from the two profiles; "
+                       f"split-K tok/s is projected: the profiled setting's tok/s x the measured ratio; "
+                       + _output_text(output, rtol)),
+            Table(title="The engine's attention calls, checked and timed as the engine made them",
+                  columns=["call", "calls a step", "config", "splits", "compressed splits", "error vs float32",
+                           "upstream us", "split-K us", "speedup", "share of the step", "log"], rows=call_table,
+                  note="each distinct call of one decode step, in its own form (caches, sink, index widths) and "
+                       "with the configuration the wrapper chose; us: CUDA-graph replay medians on the box; share: "
+                       "split-K us x calls a step / the split-K engine's timed step")]
 
 
 def _output_text(output: dict[str, Any], rtol: float) -> str:

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from agent.config import Target
 from agent.session import Session
-from agent.state import Finding, InvestigationState, Number, Table, next_index
-from agent.steps import StepFailed
-
-
-def target_of(state: InvestigationState) -> Target:
-    return Target.model_validate(state["target"])
+from agent.state import InvestigationState
+from agent.steps import Draft, StepFailed
+from schema.finding import Number, Table
 
 
 def box_picture(survey: dict) -> dict:
@@ -52,11 +49,10 @@ def rate_numbers(rates: dict, seq: list[int]) -> dict[str, Number]:
     }
 
 
-def survey_box(state: InvestigationState, session: Session) -> Finding:
+def survey_box(state: InvestigationState, session: Session, target: Target) -> Draft:
     """Record the box (GPUs, SMs, capability, driver, software, measured copy bandwidth and matmul
     rate) and whether it stands in for the declared hardware. Fails when the survey tool itself
     fails: nothing after it can be trusted. Rates the box could not measure are reported as such."""
-    target = target_of(state)
     result = session.call("box.survey", {})
     if not result["ok"]:
         raise StepFailed(f"the box survey failed: {result['error']}")
@@ -89,9 +85,7 @@ def survey_box(state: InvestigationState, session: Session) -> Finding:
                   f"{rates['matmul_tflop_s'].value:.4g} TFLOP/s", "-"]]
     else:
         rows.append(["copy bandwidth, matmul rate", f"not measured: {(survey.get('rates') or {}).get('error', 'no rates in the survey')}", "-"])
-    return Finding(
-        index=next_index(state),
-        step="survey",
+    return Draft(
         headline=headline,
         verdict="stand-in" if reason else "declared-hardware",
         numbers={

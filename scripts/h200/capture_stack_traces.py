@@ -30,7 +30,7 @@ def main(argv: list[str]) -> int:
     import torch
 
     from agent.config import load_target
-    from agent.engines import baseline, bench_spec
+    from agent.engine_runs import baseline, bench_spec
     from tools.engines.reference import bench
     from tools.engines.reference.spec import parse_spec
 

@@ -8,8 +8,7 @@
 `tools.gates.cli` is the human-facing table (`python -m agent gates`). See docs/gates.md.
 """
 
-from .evaluate import evaluate
-from .kernels import KernelTie, TieGate, TiePath, fallbacks_for_kernels
+from .fallbacks import KernelTie, TieGate, TiePath, fallbacks_for_kernels
 from .model import (
     SM_VERSIONS,
     BranchPath,
@@ -27,6 +26,7 @@ from .model import (
 )
 from .scan import scan
 from .source import SourceMissing, default_source
+from .table import evaluate
 
 __all__ = [
     "SM_VERSIONS",

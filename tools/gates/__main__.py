@@ -16,11 +16,11 @@ import traceback
 from pathlib import Path
 
 from .cli import resolve_source
-from .evaluate import evaluate
-from .kernels import fallbacks_for_kernels, tie_to_dict
+from .fallbacks import fallbacks_for_kernels, tie_to_dict
 from .model import SM_VERSIONS, _jsonable
 from .scan import scan
 from .source import SourceMissing
+from .table import evaluate
 
 
 BRIEF_SCAN_KEYS = ("root", "engine", "sm_versions", "cuda", "files_scanned", "files_interpreted", "unresolved")

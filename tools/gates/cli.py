@@ -11,11 +11,11 @@ from pathlib import Path
 
 from tools import exitcodes
 
-from .evaluate import evaluate
-from .kernels import fallbacks_for_kernels, tie_to_dict
+from .fallbacks import fallbacks_for_kernels, tie_to_dict
 from .model import SM_VERSIONS, _jsonable
 from .scan import scan
 from .source import SourceMissing, default_source
+from .table import evaluate
 
 
 GATE_KINDS = ("call", "attr", "const", "env", "assert")  # Gate.kind: how the architecture enters the test

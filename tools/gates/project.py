@@ -8,7 +8,11 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .index import FileSummary, ModuleFile, Relevance, Resolver, parse_file, target_names
+from tools.pyeval.syntax import assign_targets, import_bindings
+
+from .index import ModuleFile, parse_file, resolve_relative, target_names
+from .prepass import FileSummary
+from .relevance import Relevance, Resolver
 
 
 @dataclass
@@ -102,14 +106,13 @@ class Project:
                     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                         add(stmt.name, stmt, guards)
                     elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-                        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-                        for target in targets:
+                        for target in assign_targets(stmt):
                             for name in target_names(target):
                                 if not name.startswith("self."):
                                     add(name, stmt, guards)
                     elif isinstance(stmt, ast.Import):
-                        for alias in stmt.names:
-                            add(alias.asname or alias.name.split(".")[0], stmt, guards)
+                        for bound, _ in import_bindings(stmt):
+                            add(bound, stmt, guards)
                     elif isinstance(stmt, ast.ImportFrom):
                         for alias in stmt.names:
                             if alias.name == "*":
@@ -156,15 +159,13 @@ class Project:
             if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 methods[item.name] = item
             elif isinstance(item, (ast.Assign, ast.AnnAssign)):
-                targets = item.targets if isinstance(item, ast.Assign) else [item.target]
-                for target in targets:
+                for target in assign_targets(item):
                     for name in target_names(target):
                         fields.setdefault(name, []).append(item)
         for method in methods.values():
             for sub in ast.walk(method):
                 if isinstance(sub, (ast.Assign, ast.AnnAssign)):
-                    targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
-                    for target in targets:
+                    for target in assign_targets(sub):
                         if (
                             isinstance(target, ast.Attribute)
                             and isinstance(target.value, ast.Name)
@@ -214,14 +215,13 @@ class Project:
                 if isinstance(stmt, (ast.Global, ast.Nonlocal)):
                     declared_global.update(stmt.names)
                 if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-                    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-                    for target in targets:
+                    for target in assign_targets(stmt):
                         for name in target_names(target):
                             if not name.startswith("self."):
                                 local.setdefault(name, []).append(stmt)
                 elif isinstance(stmt, ast.Import):
-                    for alias in stmt.names:
-                        local.setdefault(alias.asname or alias.name.split(".")[0], []).append(stmt)
+                    for bound, _ in import_bindings(stmt):
+                        local.setdefault(bound, []).append(stmt)
                 elif isinstance(stmt, ast.ImportFrom):
                     for alias in stmt.names:
                         if alias.name != "*":
@@ -269,8 +269,7 @@ class Project:
 
 
 def resolve_from(file: ModuleFile, node: ast.ImportFrom) -> str:
-    from .index import resolve_relative
-
+    """The absolute module an `from ... import` in `file` imports from."""
     return resolve_relative(file.name, file.is_package, node.level, node.module)
 
 

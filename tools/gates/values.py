@@ -1,8 +1,11 @@
 """Abstract values for the gate interpreter.
 
 Concrete Python values (ints, strings, tuples, None, bools) stand for themselves. What the source
-cannot tell statically is an `Unknown`, which may still be known to be truthy or falsy (the result
-of `x and y` when `x` is unknown is either a falsy `x` or `y`). `Alts` holds a few possible values
+cannot tell statically is an `Unknown` (tools.pyeval.values: the gates scan fills its `labels`, what
+it depends on, `arch`, whether that looked architecture-related and stayed unresolved, and `truth`,
+what is known of its truthiness: the result of `x and y` when `x` is unknown is either a falsy `x`
+or `y`), with `why` saying the reason where one is known. Modules of the scanned tree are
+`ModuleRef`s. `Alts` holds a few possible values
 (a helper that returns False on one path and True on another). References to code in the scanned
 tree (functions, classes, modules) and to outside objects (`torch.cuda`) are small frozen records.
 """
@@ -10,25 +13,14 @@ tree (functions, classes, modules) and to outside objects (`torch.cuda`) are sma
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tools.pyeval.values import ModuleRef, Unknown
+
 MAX_ALTS = 12
-
-
-@dataclass(frozen=True)
-class Unknown:
-    """A value the scan cannot know. `labels` name what it depends on (source text), `arch` is set
-    when that dependency looks architecture-related but could not be resolved; `truth` is what is
-    known of its truthiness (None: nothing)."""
-
-    labels: frozenset = frozenset()
-    arch: bool = False
-    truth: bool | None = None
-    not_none: bool = False
-
-    def with_truth(self, truth: bool | None) -> "Unknown":
-        return Unknown(self.labels, self.arch, truth, self.not_none or truth is True)
+# "No such attribute/field" from a lookup, where None is a legitimate value.
+MISSING = object()
 
 
 @dataclass(frozen=True)
@@ -83,11 +75,6 @@ class ClassRef:
 @dataclass(frozen=True)
 class Instance:
     cls: ClassRef
-
-
-@dataclass(frozen=True)
-class ModuleRef:
-    name: str
 
 
 @dataclass(frozen=True)
@@ -148,8 +135,19 @@ def tag(value: Any, labels: frozenset, arch: bool = False) -> Tagged:
     return Tagged(value, frozenset(labels), arch)
 
 
-def unknown(label: str | None = None, *, arch: bool = False, truth: bool | None = None) -> Unknown:
-    return Unknown(frozenset([label]) if label else frozenset(), arch, truth, truth is True)
+def unknown(label: str | None = None, *, arch: bool = False, truth: bool | None = None, why: str = "") -> Unknown:
+    """A fresh unknown depending on `label` (source text), for the reason `why`."""
+    return Unknown(why=why, labels=frozenset([label]) if label else frozenset(), arch=arch, truth=truth, not_none=truth is True)
+
+
+def concrete(value: Any) -> bool:
+    """Whether `value` is a plain Python value all the way down (None, bool, number, str, bytes, and
+    tuples/frozensets of them): what Python's own operators may be applied to."""
+    if value is None or isinstance(value, (bool, int, float, str, bytes)):
+        return True
+    if isinstance(value, (tuple, frozenset)):
+        return all(concrete(v) for v in value)
+    return False
 
 
 def is_unknown(value: Any) -> bool:
@@ -204,7 +202,10 @@ def join(values: list, labels: frozenset = frozenset(), arch: bool = False) -> A
         return unknown("no value")
     if len(distinct) > MAX_ALTS or not all(hashable(v) for v in distinct):
         collapsed = collapse(distinct)
-        return Unknown(collapsed.labels | frozenset(labels), collapsed.arch or arch, collapsed.truth)
+        return Unknown(
+            why=f"one of {len(distinct)} values", labels=collapsed.labels | frozenset(labels), arch=collapsed.arch or arch,
+            truth=collapsed.truth,
+        )
     return Alts(frozenset(distinct), frozenset(labels), arch)
 
 
@@ -225,7 +226,7 @@ def collapse(values: list) -> Unknown:
             arch = arch or value.arch
         truths.add(truth_of(value))
     truth = truths.pop() if len(truths) == 1 else None
-    return Unknown(frozenset(labels), arch, truth if truth in (True, False) else None)
+    return Unknown(labels=frozenset(labels), arch=arch, truth=truth if truth in (True, False) else None)
 
 
 def truth_of(value: Any) -> bool | None:
@@ -239,10 +240,8 @@ def truth_of(value: Any) -> bool | None:
         return True
     if isinstance(value, (External, Instance)):
         return None
-    try:
-        return bool(value)
-    except Exception:
-        return None
+    # Every other value is a plain Python value or a record of ours: its truth is Python's.
+    return bool(value)
 
 
 def uncertainty(value: Any) -> tuple[frozenset, bool]:
@@ -275,8 +274,8 @@ def refine_none(value: Any, is_none: bool) -> Any:
     if isinstance(value, Alts):
         kept = [v for v in value.values if (v is None) == is_none or isinstance(v, Unknown)]
         if not is_none:
-            kept = [Unknown(v.labels, v.arch, v.truth, True) if isinstance(v, Unknown) else v for v in kept]
+            kept = [replace(v, not_none=True) if isinstance(v, Unknown) else v for v in kept]
         return join(kept, value.labels, value.arch) if kept else value
     if isinstance(value, Unknown):
-        return None if is_none else Unknown(value.labels, value.arch, value.truth, True)
+        return None if is_none else replace(value, not_none=True)
     return value

@@ -4,11 +4,13 @@ program runs, and its registers/spills/shared memory and occupancy for a GPU arc
 Runs on the CPU; the ahead-of-time compile needs Triton (no GPU).
 """
 
-from .analysis import ConfigReport, GridReport, KernelNotFound, analyze, padded_programs
+from .analysis import KernelNotFound, analyze
+from .grid_report import ConfigReport, GridReport
 from .launches import LaunchSite, find_launch_sites
 from .locate import KernelDef, find_kernel_definitions
 from .loops import LoopInfo
 from .occupancy import ARCHS, ArchLimits, Occupancy, arch_limits, occupancy, waves
+from .padding import padded_programs
 from .resources import ResourceUsage, compile_resources
 
 __all__ = [

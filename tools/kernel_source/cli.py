@@ -12,8 +12,9 @@ from pathlib import Path
 
 from tools import exitcodes
 
-from .analysis import GridReport, KernelNotFound, analyze
-from .evaluate import normalize_key
+from .analysis import KernelNotFound, analyze
+from .grid_report import GridReport
+from .source_text import normalize_key
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

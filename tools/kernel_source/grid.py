@@ -7,26 +7,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .evaluate import (
-    Closure,
-    ConfigValue,
-    Context,
-    DType,
-    MetaDict,
-    ModuleRef,
-    Notes,
-    Scope,
-    Tensor,
-    Unknown,
-    _Builtin,
-    call_closure,
-    canonical_dtype,
-    evaluate,
-    execute,
-    module_scope,
-    names_in,
-    segment,
-)
+from tools.pyeval.syntax import assign_targets
+from tools.pyeval.values import Builtin, ModuleRef, Unknown
+
+from .dtypes import canonical_dtype
+from .expressions import call_closure, evaluate
+from .scope import Context, Notes, Scope
+from .source_text import segment
+from .statements import execute, module_scope, names_in
+from .values import Closure, ConfigValue, DType, MetaDict, Tensor
 from .launches import LaunchSite
 from .locate import KernelDef
 
@@ -106,7 +95,7 @@ class LaunchEval:
 
 
 def _is_function_value(value: Any) -> bool:
-    return isinstance(value, (ModuleRef, _Builtin, Closure, DType))
+    return isinstance(value, (ModuleRef, Builtin, Closure, DType))
 
 
 def launcher_scope(site: LaunchSite, ctx: Context) -> tuple[Scope, dict[str, Any]]:
@@ -177,10 +166,9 @@ def _grid_definition(site: LaunchSite) -> tuple[ast.AST | None, str | None, int 
             line = getattr(sub, "lineno", None)
             if line is None or line > site.line:
                 continue
-            if isinstance(sub, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in sub.targets):
+            if (isinstance(sub, (ast.Assign, ast.AnnAssign)) and sub.value is not None
+                    and any(isinstance(t, ast.Name) and t.id == name for t in assign_targets(sub))):
                 candidate: ast.AST = sub.value
-            elif isinstance(sub, ast.AnnAssign) and isinstance(sub.target, ast.Name) and sub.target.id == name and sub.value is not None:
-                candidate = sub.value
             elif isinstance(sub, ast.FunctionDef) and sub.name == name:
                 candidate = sub
             else:
@@ -240,7 +228,7 @@ def _symbols(node: ast.AST | None, scope: Scope, skip: set[str] | None = None) -
     return out
 
 
-def _axis_units(node: ast.expr, source: str, scope: Scope) -> dict[str, str]:
+def _axis_units(node: ast.expr, source: str) -> dict[str, str]:
     """{S: K} when the axis is S (K=1), cdiv(S, K), or (S + K - 1) // K."""
     text = lambda n: segment(source, n)  # noqa: E731
     if isinstance(node, ast.Name):
@@ -270,7 +258,7 @@ def _axes(definition: ast.AST | None, source: str, scope: Scope) -> list[Axis]:
     for element in elements:
         text = segment(source, element)
         symbols = _symbols(element, scope, params) + _meta_keys_in(element, definition)
-        axes.append(Axis(expr=text, symbols=symbols, units=_axis_units(element, source, scope), node=element))
+        axes.append(Axis(expr=text, symbols=symbols, units=_axis_units(element, source), node=element))
     for axis in axes:
         axis.symbols = list(dict.fromkeys(axis.symbols))
     return axes
@@ -358,7 +346,9 @@ def _launcher_names(node: ast.expr, scope: Scope) -> list[str]:
     return [n for n in names_in(node) if not _is_function_value(scope.lookup(n))]
 
 
-def _autotune(kernel: KernelDef, kscope: Scope, notes: Notes) -> tuple[list[Config] | None, dict | None]:
+def autotune_configs(kernel: KernelDef, kscope: Scope, notes: Notes) -> tuple[list[Config] | None, dict | None]:
+    """The kernel's ``@triton.autotune`` configs and their key/prune info; (None, None) without autotune,
+    an empty list when the configs are not known statically (noted)."""
     call = kernel.autotune
     if call is None:
         return None, None
@@ -414,7 +404,7 @@ def evaluate_launch(kernel: KernelDef, site: LaunchSite, pinned: dict[str, Any],
     for name, value in used_defaults.items():
         notes.assume(f"launcher parameter `{name}` not known: its default {value!r} used")
 
-    configs, autotune = _autotune(kernel, kscope, notes)
+    configs, autotune = autotune_configs(kernel, kscope, notes)
     if configs is not None and site.kind == "fn":
         notes.assume(f"launched through `.fn` at line {site.line}: the autotuner is bypassed; the launch's own options apply")
         configs, autotune = None, None

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .evaluate import segment
+from .source_text import segment
 from .locate import CUDA_SUFFIXES, PY_SUFFIXES, iter_source_files, parse, split_top_level
 
 

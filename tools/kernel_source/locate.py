@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from .evaluate import segment
+from tools.pyeval.syntax import dotted_name
+
+from .source_text import segment
 
 PY_SUFFIXES = (".py",)
 CUDA_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".cpp", ".cc", ".cxx")
@@ -79,20 +81,9 @@ class KernelDef:
         }
 
 
-def dotted(node: ast.expr) -> str:
-    """``a.b.c`` for an attribute chain on a name ('' where it is not one)."""
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-    return ".".join(reversed(parts))
-
-
 def decorator_name(node: ast.expr) -> str:
     """Dotted name of a decorator (``triton.autotune`` for ``@triton.autotune(...)``)."""
-    return dotted(node.func if isinstance(node, ast.Call) else node)
+    return dotted_name(node.func if isinstance(node, ast.Call) else node, through_calls=True) or ""
 
 
 def _is_jit(node: ast.expr) -> bool:

@@ -15,17 +15,15 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
-from .locate import dotted
-from .evaluate import (
-    Context,
-    ModuleRef,
-    Scope,
-    Unknown,
-    evaluate,
-    execute,
-    range_arguments,
-    segment,
-)
+from tools.pyeval.operators import OPERATION_ERRORS
+from tools.pyeval.syntax import dotted_name
+from tools.pyeval.values import Unknown
+
+from .expressions import evaluate
+from .locate import is_triton_kernel
+from .scope import Context, Scope, triton_function
+from .source_text import segment
+from .statements import execute, range_arguments
 
 LOAD_FUNCTIONS = {"load", "atomic_add", "atomic_max", "atomic_min", "atomic_cas", "atomic_xchg", "atomic_and", "atomic_or", "atomic_xor", "dot", "dot_scaled", "load_tensor_descriptor", "gather", "descriptor_load"}
 
@@ -79,20 +77,6 @@ class LoopInfo:
         }
 
 
-def _triton_function(call: ast.Call, module: Scope) -> str | None:
-    """'load' for tl.load(...) / triton.language.load(...) / an imported load(...), else None."""
-    name = dotted(call.func)
-    if not name:
-        return None
-    head, _, tail = name.partition(".")
-    value = module.values.get(head)
-    if isinstance(value, ModuleRef):
-        full = f"{value.name}.{tail}" if tail else value.name
-        if full.startswith("triton.language."):
-            return full[len("triton.language."):]
-    return None
-
-
 def _program_axis(call: ast.Call) -> int | None:
     if call.args and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, int):
         return call.args[0].value
@@ -130,7 +114,7 @@ def kernel_dependencies(fn: ast.FunctionDef, module: Scope, helpers: set[str]) -
         if isinstance(expr, ast.Name) and isinstance(expr.ctx, ast.Load):
             return set(deps.get(expr.id, set()))
         if isinstance(expr, ast.Call):
-            fn_name = _triton_function(expr, module)
+            fn_name = triton_function(expr.func, module)
             if fn_name == "program_id":
                 axis = _program_axis(expr)
                 return {("pid", axis if axis is not None else -1)}
@@ -252,10 +236,10 @@ def _loop_kind(node: ast.stmt, module: Scope) -> tuple[str, ast.Call | None]:
         return "while", None
     it = node.iter
     if isinstance(it, ast.Call):
-        name = dotted(it.func)
+        name = dotted_name(it.func)
         if name == "range":
             return "range", it
-        tl_name = _triton_function(it, module)
+        tl_name = triton_function(it.func, module)
         if tl_name in ("range", "static_range"):
             return f"tl.{tl_name}", it
     return "other", None
@@ -311,23 +295,16 @@ def analyze_loops(
     ``launcher_names_of`` maps a kernel parameter to the launcher names its argument reads.
     """
     deps = kernel_dependencies(fn, module, helpers)
+    decide = _constexpr_decider(fn, module, kernel_values, ctx_factory)
     loops = []
     for node, depth, ancestors in find_loops(fn):
         kind, call = _loop_kind(node, module)
-        var = node.target.id if isinstance(node, ast.For) and isinstance(node.target, ast.Name) else None
-        range_args: list[ast.expr] = list(call.args[:3]) if call is not None else []
-        if len(range_args) == 1:
-            start_node, stop_node, step_node = None, range_args[0], None
-        elif len(range_args) >= 2:
-            start_node, stop_node = range_args[0], range_args[1]
-            step_node = range_args[2] if len(range_args) > 2 else None
-        else:
-            start_node = stop_node = step_node = None
+        start_node, stop_node, step_node = _range_nodes(call)
         text_of = lambda n: segment(source, n) if n is not None else None  # noqa: E731
         info = LoopInfo(
             text=_header_text(node, source),
             line=node.lineno,
-            var=var,
+            var=node.target.id if isinstance(node, ast.For) and isinstance(node.target, ast.Name) else None,
             kind=kind,
             depth=depth,
             start_expr=text_of(start_node) if start_node is not None else ("0" if stop_node is not None else None),
@@ -335,84 +312,111 @@ def analyze_loops(
             step_expr=text_of(step_node) if step_node is not None else ("1" if stop_node is not None else None),
             node=node,
         )
-        # what the extent depends on (start and stop; the step is a tile size)
-        bound_tags: set = set()
-        for bound in (start_node, stop_node):
-            if bound is None:
-                continue
-            for name in _reads(bound):
-                bound_tags |= deps.get(name, set())
-            for sub in ast.walk(bound):
-                if isinstance(sub, ast.Call):
-                    tl_name = _triton_function(sub, module)
-                    if tl_name == "program_id":
-                        bound_tags.add(("pid", _program_axis(sub)))
-                    elif tl_name in LOAD_FUNCTIONS:
-                        bound_tags.add(("load",))
-        if isinstance(node, ast.While):
-            for name in _reads(node.test):
-                bound_tags |= deps.get(name, set())
-        info.grid_axes = sorted({t[1] for t in bound_tags if t[0] == "pid" and t[1] is not None})
-        info.runtime_bounds = ("load",) in bound_tags
-        info.range_params = sorted({t[1] for t in bound_tags if t[0] == "param"})
-        symbols: list[str] = []
-        for param in info.range_params:
-            for name in launcher_names_of.get(param, [param]):
-                if name not in symbols:
-                    symbols.append(name)
-        info.range_symbols = symbols
-        info.covered_by_grid = bool(info.grid_axes) or bool(set(symbols) & set(grid_symbols))
-
-        carried, updates = carried_names(node.body, var, _constexpr_decider(fn, module, kernel_values, ctx_factory))
-        info.carries = carried
-        for name in carried:
-            data = False
-            for value in updates.get(name, []):
-                for read in _reads(value):
-                    if read == name:
-                        continue
-                    tags = deps.get(read, set())
-                    if ("load",) in tags or any(t[0] == "call" for t in tags):
-                        data = True
-                for sub in ast.walk(value):
-                    if isinstance(sub, ast.Call):
-                        if _triton_function(sub, module) in LOAD_FUNCTIONS or (isinstance(sub.func, ast.Name) and sub.func.id in helpers):
-                            data = True
-            (info.accumulators if data else info.inductions).append(name)
-        info.reduction = bool(info.accumulators)
-        info.calls = sorted({sub.func.id for s in node.body for sub in ast.walk(s) if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id in helpers})
-
-        # trip counts per config: run the kernel body up to the loop with that config's values
-        path = {id(a) for a in ancestors} | {id(node)}
-        for label, values in kernel_values.items():
-            ctx: Context = ctx_factory(label)
-            scope = Scope(ctx, module, values)
-            execute(fn.body, scope, node, path)
-            if isinstance(node, ast.While) or call is None:
-                info.trip_counts[label] = None
-                continue
-            bounds = range_arguments(call, scope)
-            if bounds is None:
-                info.trip_counts[label] = None
-                continue
-            count = trip_count(*bounds)
-            info.trip_counts[label] = count
-            if count is None:
-                unknown = next((b for b in bounds if isinstance(b, Unknown)), None)
-                if unknown is not None:
-                    note = f"{unknown.text}: {unknown.why}"
-                    if note not in info.trip_count_notes:
-                        info.trip_count_notes.append(note)
-        if info.grid_axes and any(v is not None for v in info.trip_counts.values()):
-            info.trip_count_notes.append(
-                f"bounds depend on tl.program_id axis {info.grid_axes}: counts are for the first program (program_id 0)"
-            )
-        if isinstance(node, ast.While):
-            info.trip_count_notes.append("while loop: trip count not derived statically")
-        elif call is None:
-            info.trip_count_notes.append("loop over a non-range iterable: trip count not derived")
+        _read_extent(info, _bound_tags(node, (start_node, stop_node), deps, module), launcher_names_of, grid_symbols)
+        _read_carried(info, node, deps, module, helpers, decide)
+        _count_trips(info, fn, node, ancestors, call, module, kernel_values, ctx_factory)
         loops.append(info)
     return loops
+
+
+def _range_nodes(call: ast.Call | None) -> tuple[ast.expr | None, ast.expr | None, ast.expr | None]:
+    """(start, stop, step) argument nodes of a range call, None for those not written."""
+    range_args: list[ast.expr] = list(call.args[:3]) if call is not None else []
+    if len(range_args) == 1:
+        return None, range_args[0], None
+    if len(range_args) >= 2:
+        return range_args[0], range_args[1], range_args[2] if len(range_args) > 2 else None
+    return None, None, None
+
+
+def _bound_tags(node: ast.stmt, bounds: tuple, deps: dict[str, set], module: Scope) -> set:
+    """What the loop's extent depends on (start and stop; the step is a tile size; a while's test)."""
+    tags: set = set()
+    for bound in bounds:
+        if bound is None:
+            continue
+        for name in _reads(bound):
+            tags |= deps.get(name, set())
+        for sub in ast.walk(bound):
+            if isinstance(sub, ast.Call):
+                tl_name = triton_function(sub.func, module)
+                if tl_name == "program_id":
+                    tags.add(("pid", _program_axis(sub)))
+                elif tl_name in LOAD_FUNCTIONS:
+                    tags.add(("load",))
+    if isinstance(node, ast.While):
+        for name in _reads(node.test):
+            tags |= deps.get(name, set())
+    return tags
+
+
+def _read_extent(info: LoopInfo, tags: set, launcher_names_of: dict[str, list[str]], grid_symbols: list[str]) -> None:
+    """The grid axes, runtime data, parameters and launcher symbols the loop's extent depends on."""
+    info.grid_axes = sorted({t[1] for t in tags if t[0] == "pid" and t[1] is not None})
+    info.runtime_bounds = ("load",) in tags
+    info.range_params = sorted({t[1] for t in tags if t[0] == "param"})
+    symbols: list[str] = []
+    for param in info.range_params:
+        for name in launcher_names_of.get(param, [param]):
+            if name not in symbols:
+                symbols.append(name)
+    info.range_symbols = symbols
+    info.covered_by_grid = bool(info.grid_axes) or bool(set(symbols) & set(grid_symbols))
+
+
+def _read_carried(info: LoopInfo, node: ast.stmt, deps: dict[str, set], module: Scope, helpers: set[str], decide) -> None:
+    """The names the loop carries, split into accumulators (updated from loaded data) and inductions."""
+    carried, updates = carried_names(node.body, info.var, decide)
+    info.carries = carried
+    for name in carried:
+        data = False
+        for value in updates.get(name, []):
+            for read in _reads(value):
+                if read == name:
+                    continue
+                tags = deps.get(read, set())
+                if ("load",) in tags or any(t[0] == "call" for t in tags):
+                    data = True
+            for sub in ast.walk(value):
+                if isinstance(sub, ast.Call):
+                    if triton_function(sub.func, module) in LOAD_FUNCTIONS or (isinstance(sub.func, ast.Name) and sub.func.id in helpers):
+                        data = True
+        (info.accumulators if data else info.inductions).append(name)
+    info.reduction = bool(info.accumulators)
+    info.calls = sorted({sub.func.id for s in node.body for sub in ast.walk(s) if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id in helpers})
+
+
+def _count_trips(info: LoopInfo, fn: ast.FunctionDef, node: ast.stmt, ancestors: list[ast.AST], call: ast.Call | None,
+                 module: Scope, kernel_values: dict[str, dict[str, Any]], ctx_factory) -> None:
+    """Trip counts per config: the kernel body run up to the loop with that config's values."""
+    path = {id(a) for a in ancestors} | {id(node)}
+    for label, values in kernel_values.items():
+        ctx: Context = ctx_factory(label)
+        scope = Scope(ctx, module, values)
+        execute(fn.body, scope, node, path)
+        if isinstance(node, ast.While) or call is None:
+            info.trip_counts[label] = None
+            continue
+        bounds = range_arguments(call, scope)
+        if bounds is None:
+            info.trip_counts[label] = None
+            continue
+        count = trip_count(*bounds)
+        info.trip_counts[label] = count
+        if count is None:
+            unknown = next((b for b in bounds if isinstance(b, Unknown)), None)
+            if unknown is not None:
+                note = f"{unknown.text}: {unknown.why}"
+                if note not in info.trip_count_notes:
+                    info.trip_count_notes.append(note)
+    if info.grid_axes and any(v is not None for v in info.trip_counts.values()):
+        info.trip_count_notes.append(
+            f"bounds depend on tl.program_id axis {info.grid_axes}: counts are for the first program (program_id 0)"
+        )
+    if isinstance(node, ast.While):
+        info.trip_count_notes.append("while loop: trip count not derived statically")
+    elif call is None:
+        info.trip_count_notes.append("loop over a non-range iterable: trip count not derived")
 
 
 def _constexpr_decider(fn: ast.FunctionDef, module: Scope, kernel_values: dict[str, dict[str, Any]], ctx_factory):
@@ -435,7 +439,7 @@ def _constexpr_decider(fn: ast.FunctionDef, module: Scope, kernel_values: dict[s
                 return None
             try:
                 answers.add(bool(value))
-            except Exception:
+            except OPERATION_ERRORS:  # no static truth value: undecided, both branches are walked
                 return None
         return answers.pop() if len(answers) == 1 else None
 
@@ -446,8 +450,6 @@ def jit_helpers(tree: ast.Module) -> set[str]:
     """Names a kernel may call as device functions: ``@triton.jit`` defs of the module, and names
     imported from other (non-Triton, non-torch) modules, which a kernel can only call if they are
     ``@triton.jit`` functions too."""
-    from .locate import is_triton_kernel
-
     names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and is_triton_kernel(n)}
     for node in tree.body:
         if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] not in ("triton", "torch", "math", "typing", "functools")):

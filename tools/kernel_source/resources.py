@@ -34,8 +34,10 @@ import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .evaluate import cuda_platform_condition
+from tools.pyeval.syntax import assign_targets, bound_names
+
 from .locate import is_triton_kernel
+from .platforms import cuda_platform_condition
 
 
 @dataclass
@@ -76,11 +78,9 @@ def _top_level(tree: ast.Module) -> dict[str, ast.stmt]:
         if isinstance(stmt, (ast.FunctionDef, ast.ClassDef)):
             defined[stmt.name] = stmt
         elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
-            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-            for target in targets:
-                for node in ast.walk(target):
-                    if isinstance(node, ast.Name):
-                        defined[node.id] = stmt
+            for target in assign_targets(stmt):
+                for name in bound_names(target):
+                    defined[name] = stmt
         elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
             for alias in stmt.names:
                 defined[(alias.asname or alias.name).split(".")[0]] = stmt
@@ -332,7 +332,7 @@ def compile_in_process(request: dict) -> dict:
         from triton.backends.nvidia import compiler as nvidia
         from triton.compiler import ASTSource, make_backend
         from triton.runtime.jit import create_function_from_signature
-    except Exception as exc:  # no usable Triton here
+    except Exception as exc:  # any failure inside Triton's own import means no usable Triton here: reported
         usage.error = f"Triton not importable: {type(exc).__name__}: {exc}"
         return usage.to_dict()
     usage.triton_version = triton.__version__
@@ -382,7 +382,7 @@ def compile_in_process(request: dict) -> dict:
             if usage.cubin.get("REG") not in (None, usage.registers):
                 raise RuntimeError(f"ptxas log says {usage.registers} registers, the cubin {usage.cubin['REG']}")
             usage.ok = True
-        except Exception as exc:
+        except Exception as exc:  # whatever Triton raises compiling the kernel is this result's error, reported as such
             usage.error = f"{type(exc).__name__}: {str(exc).strip()[:2000]}"
     usage.compile_seconds = round(time.perf_counter() - started, 3)
     return usage.to_dict()

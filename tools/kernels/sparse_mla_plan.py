@@ -34,46 +34,41 @@ def plan_point(point: dict) -> dict:
     import torch
     import triton
 
-    from tools.kernels import sparse_mla_decode as smd
+    from tools.kernels.splitk import tiles
 
     if "device" in point:
         device = torch.device(point["device"])
         if device.type == "cuda" and not torch.cuda.is_available():
             raise ValueError(f"{point.get('label')}: device cuda asked, none on this box")
-        arch, sms = smd.device_arch(device), smd._sm_count(device)
+        arch, sms = tiles.device_arch(device), tiles._sm_count(device)
     else:
         arch, sms = point.get("arch"), int(point["sms"])
     # the interpreter runs on this box only: a launch planned for another GPU is compiled code
-    interpreting = int(smd._interpreting()) if "device" in point else 0
+    interpreting = int(tiles._interpreting()) if "device" in point else 0
     batch, heads, lengths = int(point["batch"]), int(point["heads"]), bool(point.get("lengths", True))
     caches = [("window", int(point["topk"]))] + ([("compressed", int(point["extra_topk"]))] if point.get("extra_topk") else [])
     launches, offset = [], 0
     # as sparse_mla_decode_into: one tile config, chosen on the window cache's width, serves both
     # launches; each cache's split count is planned on its own width
-    cfg = smd.choose_config(batch, caches[0][1], heads, arch)
+    cfg = tiles.choose_config(batch, caches[0][1], heads, arch)
     for cache, topk in caches:
-        splits = smd.choose_num_splits(batch, topk, heads, sms, arch)
+        splits = tiles.choose_num_splits(batch, topk, heads, sms, arch)
         kernel, triton_language = kernel_of(cfg)
         shapes = {"batch": batch, "heads": heads, "topk": topk, "splits": splits, "split_offset": offset,
                   "has_len": int(lengths), "_interpreting()": interpreting,
                   **{f"cfg.{k}": int(v) for k, v in vars(cfg).items() if isinstance(v, (int, bool))}}
         launches.append({"cache": cache, "topk": topk, "kernel": kernel, "triton_language": triton_language,
                          "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(cfg).items()},
-                         "config_name": _config_name(smd, cfg), "splits": splits, "shapes": shapes, "dtypes": SPLIT_DTYPES})
+                         "config_name": tiles.config_name(cfg), "splits": splits, "shapes": shapes, "dtypes": SPLIT_DTYPES})
         offset += splits
     total = offset
     splits_pad = triton.next_power_of_2(total)
     block_d = max(64, min(512, 4096 // splits_pad))  # as sparse_mla_decode_into sizes the combine
     combine = {"kernel": "_combine_kernel", "triton_language": True, "dtypes": COMBINE_DTYPES,
                "shapes": {"batch": batch, "heads": heads, "total": total, "splits_pad": splits_pad, "block_d": block_d,
-                          "HEAD_DIM": smd.HEAD_DIM, "HAS_SINK": int(bool(point.get("sink", True)))}}
+                          "HEAD_DIM": tiles.HEAD_DIM, "HAS_SINK": int(bool(point.get("sink", True)))}}
     return {"label": point.get("label"), "arch": arch, "sms": sms, "interpreting": bool(interpreting),
             "launches": launches, "combine": combine}
-
-
-def _config_name(smd, cfg) -> str:
-    names = {getattr(smd, n): n.lower() for n in ("SMALL", "MEDIUM", "LARGE", "LARGE_SM90", "LARGE_WS")}
-    return names.get(cfg, "other")
 
 
 def main(argv: list[str] | None = None) -> int:

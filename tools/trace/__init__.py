@@ -18,8 +18,9 @@ from __future__ import annotations
 from .categories import DEFAULT_RULES
 from .events import TraceFormatError
 from .hta_compat import hta_kernel_totals
-from .ops import Attribution, DominantOp, OpKernel, OpRow, attribute, operation_of
-from .records import CudaGraphInfo, KernelRow, RankSummary, StepWindow, TraceFile, TraceSummary
+from .ops import attribute, operation_of
+from .records import (Attribution, CudaGraphInfo, DominantOp, KernelRow, OpKernel, OpRow, RankSummary, StepWindow,
+                      TraceFile, TraceSummary)
 from .summary import CPU_HOST, GPU, NO_KERNELS_NOTE, summarize
 
 __all__ = [

@@ -1,14 +1,7 @@
 """Kernel time by the operation that launched it, from PyTorch-profiler traces, streamed.
 
-A GPU kernel is linked to its launch (the runtime/driver call with the same ``args.correlation``:
-``cudaLaunchKernel``, ``cuLaunchKernelEx``, ``cudaLaunchKernelExC``, ``cuLaunchKernel``,
-``cudaMemcpyAsync``, ``cudaGraphLaunch``...), and the launch to the frames that enclose it in time
-on the same thread: ``record_function`` ranges (``user_annotation``) and, in traces recorded with
-``with_stack=True``, Python frames (``python_function``). On a CPU-only trace the "kernels" are the
-outermost host ranges of each thread (see host.py) and are placed in their enclosing frames the
-same way.
-
-An operation is a launching frame. The dominant kernel's operation is the innermost enclosing
+Each kernel is placed in the frames open at its launch (frames.py). An operation is a launching
+frame. The dominant kernel's operation is the innermost enclosing
 ``record_function`` range that is not a ``ProfilerStep#N`` (the reference engine marks its attention
 call ``op:sparse_decode``), else the innermost user Python frame (not torch, triton, numpy or the
 standard library; an engine package such as sglang is user code) that launches another kernel after
@@ -23,20 +16,16 @@ from __future__ import annotations
 
 import math
 import re
-import sys
-from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from . import ranks as rank_labels
-from .cuda_graph import GRAPH_LAUNCH, RUNTIME_CATEGORIES
-from .events import TraceFormatError, iter_record_batches
-from .host import OPERATION_PREFIX, PROFILER_STEP, is_work_range, outermost
-from .summary import CPU_HOST, DEVICE_CATEGORIES, GPU
+from .frames import (ANNOTATION, CPU_OP, LIBRARY_PACKAGES, USER, WORK, FileEvents, parse_frame, queries,
+                     read_file_events, sweep)
+from .host import OPERATION_PREFIX
+from .records import Attribution, DominantOp, OpKernel, OpRow
+from .summary import CPU_HOST, GPU
 
 # Statuses of an attribution (Attribution.status, DominantOp.status).
 ATTRIBUTED = "attributed"
@@ -54,18 +43,6 @@ NO_FRAMES_MESSAGE = (
     "trace with with_stack=True, or a record_function range around the operation"
 )
 
-# Top-level packages whose frames are the machinery under a call, never the operation itself.
-LIBRARY_PACKAGES = frozenset({"torch", "triton", "numpy", "functorch", "torchgen", "typing_extensions",
-                              "nvtx", "_pytest", "pytest", "pluggy"}) | frozenset(sys.stdlib_module_names)
-_PY_FRAME = re.compile(r"^(?P<file>.+?\.py)\((?P<line>\d+)\): (?P<function>.+)$")
-_SITE = re.compile(r"^.*?/(?:site|dist)-packages/")
-# Kineto's timestamps carry nanosecond decimals; a launch at its frame's very start can read a
-# fraction of a nanosecond early once both are floats.
-_TOLERANCE_US = 5e-3
-
-# Frame kinds.
-_USER, _LIBRARY, _ANNOTATION, _WORK, _CPU_OP = 0, 1, 2, 3, 4
-
 # aten ops that only make views or allocate: no device kernel on a GPU, so on a cpu-host trace they do
 # not count as "another kernel" of a frame (a launcher returning out.unsqueeze(1) is still a launcher).
 _METADATA_OPS = re.compile(
@@ -78,360 +55,18 @@ NO_LAUNCH_ROW = "(no launch in the trace)"
 NO_FRAME_ROW = "(no frame)"
 
 
-def parse_frame(name: str) -> dict[str, Any] | None:
-    """``{"function", "file", "line"}`` of a Python-frame event name (``path.py(LINE): FUNC``), else None."""
-    match = _PY_FRAME.match(name)
-    if not match:
-        return None
-    return {"function": match.group("function"), "file": match.group("file"), "line": int(match.group("line"))}
-
-
-def is_user_file(path: str, library: frozenset[str] = LIBRARY_PACKAGES) -> bool:
-    """True for a file that is neither a library's nor the standard library's (paths as the profiler
-    writes them: relative to their sys.path entry, or absolute)."""
-    relative = _SITE.sub("", path).lstrip("/")
-    top = relative.split("/", 1)[0]
-    if top.endswith(".py"):
-        top = top[:-3]
-    return top not in library and not top.startswith("<")
-
-
-@dataclass(frozen=True)
-class OpKernel:
-    """One kernel name inside an operation row."""
-
-    name: str
-    calls: int
-    total_us: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "calls": self.calls, "total_us": self.total_us}
-
-
-@dataclass(frozen=True)
-class OpRow:
-    """Kernel time launched from one frame. source: "record_function", "python", "aten" (the
-    outermost aten op, when nothing else encloses the launch), "graph", "none". frame: the Python
-    frame (function, file, line) where known. calls: frame instances that launched its kernels."""
-
-    name: str
-    source: str
-    frame: dict[str, Any] | None
-    calls: int
-    total_us: float
-    share: float | None
-    kernels: tuple[OpKernel, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "source": self.source, "frame": self.frame, "calls": self.calls,
-                "total_us": self.total_us, "share": self.share, "kernels": [k.to_dict() for k in self.kernels]}
-
-
-@dataclass(frozen=True)
-class DominantOp:
-    """The dominant kernel's operation: its frame, total GPU time and kernels.
-
-    kernel_total_us: the kernel's own total; coverage: the share of that total whose launches lie
-    in this operation; share: total_us of all kernel time; per_step_us: total_us per profiled step.
-    """
-
-    status: str
-    message: str
-    kernel: str
-    kernel_total_us: float
-    name: str | None = None
-    source: str | None = None
-    frame: dict[str, Any] | None = None
-    total_us: float | None = None
-    share: float | None = None
-    coverage: float | None = None
-    calls: int = 0
-    kernels: tuple[OpKernel, ...] = ()
-    rule: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"status": self.status, "message": self.message, "kernel": self.kernel,
-                "kernel_total_us": self.kernel_total_us, "name": self.name, "source": self.source,
-                "frame": self.frame, "total_us": self.total_us, "share": self.share, "coverage": self.coverage,
-                "calls": self.calls, "kernels": [k.to_dict() for k in self.kernels], "rule": self.rule}
-
-
-@dataclass(frozen=True)
-class Attribution:
-    """What attribute() found. kind: "gpu" or "cpu-host". status: ATTRIBUTED, NEEDS_EAGER,
-    NO_FRAMES, NO_LAUNCHES or NO_DOMINANT (that of the dominant operation when one was sought).
-    kernels/linked/graph_linked: kernel events, those linked to a launch, those to a graph launch.
-    with_stack: the trace holds Python frames; annotations: record_function ranges that can enclose
-    kernels (on cpu-host traces only ``op:NAME`` ones: the others are the kernels). rows: kernel time by launching frame, largest first."""
-
-    kind: str
-    status: str
-    message: str
-    files: tuple[str, ...]
-    kernel_time_us: float
-    kernels: int
-    linked: int
-    graph_linked: int
-    with_stack: bool
-    annotations: bool
-    rows: tuple[OpRow, ...]
-    dominant: DominantOp | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "status": self.status, "message": self.message, "files": list(self.files),
-                "kernel_time_us": self.kernel_time_us, "kernels": self.kernels, "linked": self.linked,
-                "graph_linked": self.graph_linked, "with_stack": self.with_stack, "annotations": self.annotations,
-                "rows": [r.to_dict() for r in self.rows],
-                "dominant": None if self.dominant is None else self.dominant.to_dict()}
-
-
-# -- reading ----------------------------------------------------------------------------------
-
-
-@dataclass
-class _Thread:
-    """One host thread's frames: start, end, name id, kind."""
-
-    starts: array = field(default_factory=lambda: array("d"))
-    ends: array = field(default_factory=lambda: array("d"))
-    names: array = field(default_factory=lambda: array("l"))
-    kinds: array = field(default_factory=lambda: array("b"))
-
-
-@dataclass
-class _FileEvents:
-    """What one pass keeps of a file (compact arrays, not the events)."""
-
-    names: list = field(default_factory=list)
-    name_ids: dict = field(default_factory=dict)
-    name_kinds: dict = field(default_factory=dict)  # name id -> frame kind (python/annotation names)
-    threads: dict = field(default_factory=dict)  # (rank label, pid, tid) -> _Thread
-    # device events
-    k_name: array = field(default_factory=lambda: array("l"))
-    k_dur: array = field(default_factory=lambda: array("d"))
-    k_key: array = field(default_factory=lambda: array("q"))
-    # runtime calls: correlation key, thread index, start, end, graph launch flag
-    r_key: array = field(default_factory=lambda: array("q"))
-    r_thread: array = field(default_factory=lambda: array("l"))
-    r_start: array = field(default_factory=lambda: array("d"))
-    r_end: array = field(default_factory=lambda: array("d"))
-    r_graph: array = field(default_factory=lambda: array("b"))
-    labels: dict = field(default_factory=dict)
-    thread_index: dict = field(default_factory=dict)
-    thread_keys: list = field(default_factory=list)
-    python_frames: int = 0
-    operation_ranges: int = 0  # op:NAME ranges
-    other_ranges: int = 0  # other record_function ranges: on a cpu-host trace, the kernels themselves
-
-    def name_id(self, name: str) -> int:
-        found = self.name_ids.get(name)
-        if found is None:
-            found = self.name_ids[name] = len(self.names)
-            self.names.append(name)
-        return found
-
-    def label_id(self, pid) -> int:
-        label = rank_labels.rank_from_pid(pid)
-        found = self.labels.get(label)
-        if found is None:
-            found = self.labels[label] = len(self.labels)
-        return found
-
-    def thread(self, key) -> int:
-        found = self.thread_index.get(key)
-        if found is None:
-            found = self.thread_index[key] = len(self.thread_keys)
-            self.thread_keys.append(key)
-            self.threads[key] = _Thread()
-        return found
-
-
-def _correlation_key(label: int, correlation: int) -> int:
-    return (label << 40) | (correlation & ((1 << 40) - 1))
-
-
-def _frame_kind(cat: str, name: str, library: frozenset[str]) -> int | None:
-    if cat == "python_function":
-        frame = parse_frame(name)
-        return _USER if frame is not None and is_user_file(frame["file"], library) else _LIBRARY
-    if cat == "user_annotation":
-        if PROFILER_STEP.match(name):
-            return None
-        if name.startswith(OPERATION_PREFIX):
-            return _ANNOTATION
-        return _WORK if is_work_range(name) else None
-    if cat == "cpu_op":
-        return _CPU_OP
-    return None
-
-
-def _read(path: str, library: frozenset[str]) -> _FileEvents:
-    acc = _FileEvents()
-    count = 0
-    for batch in iter_record_batches(path):
-        for event in batch:
-            count += 1
-            if event.ph != "X":
-                continue
-            cat = event.cat
-            try:
-                if cat in DEVICE_CATEGORIES:
-                    acc.k_name.append(acc.name_id(event.name))
-                    acc.k_dur.append(event.dur)
-                    correlation = -1 if event.args is None else event.args.correlation
-                    acc.k_key.append(_correlation_key(acc.label_id(event.pid), correlation) if correlation >= 0 else -1)
-                elif cat in RUNTIME_CATEGORIES:
-                    correlation = -1 if event.args is None else event.args.correlation
-                    if correlation < 0:
-                        continue
-                    acc.r_key.append(_correlation_key(acc.label_id(event.pid), correlation))
-                    acc.r_thread.append(acc.thread((event.pid, event.tid)))
-                    acc.r_start.append(event.ts)
-                    acc.r_end.append(event.ts + event.dur)
-                    acc.r_graph.append(1 if isinstance(event.name, str) and GRAPH_LAUNCH.match(event.name) else 0)
-                elif cat in ("python_function", "user_annotation", "cpu_op"):
-                    name = event.name
-                    if not isinstance(name, str):
-                        continue
-                    name_id = acc.name_id(name)
-                    kind = acc.name_kinds.get(name_id, -1)
-                    if kind == -1:
-                        kind = acc.name_kinds[name_id] = _frame_kind(cat, name, library)
-                    if kind is None:
-                        continue
-                    if cat == "python_function":
-                        acc.python_frames += 1
-                    elif kind == _ANNOTATION:
-                        acc.operation_ranges += 1
-                    elif kind == _WORK:
-                        acc.other_ranges += 1
-                    thread = acc.threads[acc.thread_keys[acc.thread((event.pid, event.tid))]]
-                    thread.starts.append(event.ts)
-                    thread.ends.append(event.ts + event.dur)
-                    thread.names.append(name_id)
-                    thread.kinds.append(kind)
-            except TypeError as exc:
-                raise TraceFormatError(f"{path}: event {count} ({event.name!r}) lacks a numeric ts/dur/correlation") from exc
-    return acc
-
-
-# -- placing queries in their frames ----------------------------------------------------------
-
-
-@dataclass
-class _Query:
-    """Things to place, per thread: start, end, kernel-table name id, duration, a tag (graph: 1)."""
-
-    starts: list = field(default_factory=list)
-    ends: list = field(default_factory=list)
-    names: list = field(default_factory=list)
-    durs: list = field(default_factory=list)
-    graph: list = field(default_factory=list)
-
-
-def _sweep(thread: _Thread, frame_kinds: frozenset[int], query: _Query, visit) -> None:
-    """Walk one thread's frames (those of ``frame_kinds``) and queries in time order, calling
-    ``visit(q, stack, kinds_stack)`` for each query with the frames open at its start, outer first
-    (frame indices into ``thread``)."""
-    kinds = np.frombuffer(thread.kinds, dtype=np.int8) if len(thread.kinds) else np.empty(0, np.int8)
-    starts = np.frombuffer(thread.starts, dtype=np.float64) if len(thread.starts) else np.empty(0)
-    ends = np.frombuffer(thread.ends, dtype=np.float64) if len(thread.ends) else np.empty(0)
-    keep = np.isin(kinds, list(frame_kinds))
-    frames = np.nonzero(keep)[0]
-    # Ties on start: the longer frame first, so it encloses the shorter.
-    frames = frames[np.lexsort((-ends[frames], starts[frames]))]
-    f_starts = starts[frames].tolist()
-    f_ends = ends[frames].tolist()
-    frames = frames.tolist()
-    order = sorted(range(len(query.starts)), key=query.starts.__getitem__)
-    stack: list[int] = []
-    stack_ends: list[float] = []
-    i, n = 0, len(frames)
-    for q in order:
-        t = query.starts[q]
-        while i < n and f_starts[i] <= t + _TOLERANCE_US:
-            while stack_ends and stack_ends[-1] < f_starts[i] - _TOLERANCE_US:
-                stack.pop()
-                stack_ends.pop()
-            stack.append(frames[i])
-            stack_ends.append(f_ends[i])
-            i += 1
-        while stack_ends and stack_ends[-1] < t - _TOLERANCE_US:
-            stack.pop()
-            stack_ends.pop()
-        visit(q, stack)
-
-
-def _queries(acc: _FileEvents, kind: str) -> tuple[dict[int, _Query], int, int, int]:
-    """Per thread index, what to place; and (kernel events, linked, graph-linked) counts.
-
-    GPU: each kernel at its launch. cpu-host: each outermost work range of a thread at itself."""
-    per_thread: dict[int, _Query] = {}
-    if kind == CPU_HOST:
-        total = 0
-        for index, key in enumerate(acc.thread_keys):
-            thread = acc.threads[key]
-            kinds = np.frombuffer(thread.kinds, dtype=np.int8) if len(thread.kinds) else np.empty(0, np.int8)
-            work = np.nonzero((kinds == _WORK) | (kinds == _CPU_OP))[0]
-            if work.size == 0:
-                continue
-            starts = np.frombuffer(thread.starts, dtype=np.float64)[work]
-            ends = np.frombuffer(thread.ends, dtype=np.float64)[work]
-            query = per_thread.setdefault(index, _Query())
-            for j in outermost(starts, ends - starts):
-                query.starts.append(float(starts[j]))
-                query.ends.append(float(ends[j]))
-                query.names.append(thread.names[int(work[j])])
-                query.durs.append(float(ends[j] - starts[j]))
-                query.graph.append(0)
-                total += 1
-        return per_thread, total, total, 0
-    def col(values, dtype):
-        return np.frombuffer(values, dtype=dtype) if len(values) else np.empty(0, dtype)
-
-    keys = col(acc.r_key, np.int64)
-    order = np.argsort(keys, kind="stable")
-    sorted_keys = keys[order]
-    k_keys, k_names, k_durs = col(acc.k_key, np.int64), col(acc.k_name, np.int64), col(acc.k_dur, np.float64)
-    if sorted_keys.size:
-        at = np.minimum(np.searchsorted(sorted_keys, k_keys), sorted_keys.size - 1)
-        linked = (k_keys >= 0) & (sorted_keys[at] == k_keys)
-        launch = order[at]
-    else:
-        linked = np.zeros(k_keys.size, dtype=bool)
-        launch = np.zeros(k_keys.size, dtype=np.int64)
-    unlinked = _Query(names=k_names[~linked].tolist(), durs=k_durs[~linked].tolist())
-    r_thread, r_start, r_end = col(acc.r_thread, np.int64), col(acc.r_start, np.float64), col(acc.r_end, np.float64)
-    r_graph = col(acc.r_graph, np.int8)
-    launch = launch[linked]
-    threads = r_thread[launch] if launch.size else np.empty(0, np.int64)
-    for index in np.unique(threads).tolist():
-        mine = threads == index
-        at_launch = launch[mine]
-        per_thread[index] = _Query(starts=r_start[at_launch].tolist(), ends=r_end[at_launch].tolist(),
-                                   names=k_names[linked][mine].tolist(), durs=k_durs[linked][mine].tolist(),
-                                   graph=r_graph[at_launch].tolist())
-    per_thread[-1] = unlinked
-    graph_linked = int(r_graph[launch].sum()) if launch.size else 0
-    return per_thread, int(k_keys.size), int(linked.sum()), graph_linked
-
-
 # -- the dominant kernel's operation ----------------------------------------------------------
-
-
-def _op_key(names: list[str], source: str, name_id: int) -> tuple[str, str]:
-    return source, names[name_id]
 
 
 def _enclosing_kinds(kind: str, with_cpu_ops: bool) -> frozenset[int]:
     """Frames that may enclose a placed kernel: on cpu-host traces the kernels are themselves the
     outermost work ranges, so only Python frames and operation ranges enclose them."""
     if kind == CPU_HOST:
-        return frozenset({_USER, _ANNOTATION})
-    return frozenset({_USER, _ANNOTATION, _WORK, _CPU_OP} if with_cpu_ops else {_USER, _ANNOTATION, _WORK})
+        return frozenset({USER, ANNOTATION})
+    return frozenset({USER, ANNOTATION, WORK, CPU_OP} if with_cpu_ops else {USER, ANNOTATION, WORK})
 
 
-def _choose_dominant(acc: _FileEvents, per_thread, dominant_id: int, use_annotations: bool, kind: str) -> dict:
+def _choose_dominant(acc: FileEvents, per_thread, dominant_id: int, use_annotations: bool, kind: str) -> dict:
     """Vote, by the dominant kernel's time, for the frame each of its launches belongs to.
     Returns {(source, frame name): {"us": ..., "frame": python frame name or None}}."""
     votes: dict[tuple[str, str], dict] = {}
@@ -452,7 +87,7 @@ def _choose_dominant(acc: _FileEvents, per_thread, dominant_id: int, use_annotat
             if query.graph[q]:
                 return
             name = query.names[q]
-            users = [f for f in stack if kinds[f] == _USER]
+            users = [f for f in stack if kinds[f] == USER]
             if name == dominant_id:
                 for f in users:
                     seen_dom[f] = 1
@@ -463,15 +98,15 @@ def _choose_dominant(acc: _FileEvents, per_thread, dominant_id: int, use_annotat
                     if seen_dom[f]:
                         other_after[f] = 1
 
-        _sweep(thread, _enclosing_kinds(kind, False), query, visit)
+        sweep(thread, _enclosing_kinds(kind, False), query, visit)
         for q, stack in chains:
             annotation_at = -1
             if use_annotations:
                 for depth in range(len(stack) - 1, -1, -1):
-                    if kinds[stack[depth]] in (_ANNOTATION, _WORK):
+                    if kinds[stack[depth]] in (ANNOTATION, WORK):
                         annotation_at = depth
                         break
-            inner = [f for f in stack[annotation_at + 1:] if kinds[f] == _USER]
+            inner = [f for f in stack[annotation_at + 1:] if kinds[f] == USER]
             python = (next((f for f in reversed(inner) if other_after[f]), None)
                       or next((f for f in reversed(inner) if other[f]), None)
                       or (inner[-1] if inner else None))
@@ -500,7 +135,7 @@ class _Row:
     instances: set = field(default_factory=set)
 
 
-def _rows(acc: _FileEvents, per_thread, op: tuple[str, str] | None, use_annotations: bool,
+def _rows(acc: FileEvents, per_thread, op: tuple[str, str] | None, use_annotations: bool,
           rows: dict[tuple[str, str], _Row], file_index: int, kind: str) -> None:
     """Add each placed kernel's duration to its row: the dominant operation when inside it, else the
     innermost record_function range, else the innermost user Python frame, else the outermost aten op."""
@@ -519,26 +154,26 @@ def _rows(acc: _FileEvents, per_thread, op: tuple[str, str] | None, use_annotati
                 return
             if op is not None:
                 for f in stack:
-                    if (kinds[f] == _USER and op[0] == "python" or kinds[f] in (_ANNOTATION, _WORK)
+                    if (kinds[f] == USER and op[0] == "python" or kinds[f] in (ANNOTATION, WORK)
                             and op[0] == "record_function") and acc.names[names[f]] == op[1]:
                         _add(rows, op, None, kernel, query.durs[q], (file_index, index, f))
                         return
             if use_annotations:
                 for f in reversed(stack):
-                    if kinds[f] in (_ANNOTATION, _WORK):
+                    if kinds[f] in (ANNOTATION, WORK):
                         _add(rows, ("record_function", acc.names[names[f]]), None, kernel, query.durs[q], (file_index, index, f))
                         return
             for f in reversed(stack):
-                if kinds[f] == _USER:
+                if kinds[f] == USER:
                     _add(rows, ("python", acc.names[names[f]]), acc.names[names[f]], kernel, query.durs[q], (file_index, index, f))
                     return
             for f in stack:
-                if kinds[f] == _CPU_OP:
+                if kinds[f] == CPU_OP:
                     _add(rows, ("aten", acc.names[names[f]]), None, kernel, query.durs[q], (file_index, index, f))
                     return
             _add(rows, ("none", NO_FRAME_ROW), None, kernel, query.durs[q], None)
 
-        _sweep(thread, _enclosing_kinds(kind, True), query, visit)
+        sweep(thread, _enclosing_kinds(kind, True), query, visit)
 
 
 def _add(rows, key, frame, kernel, dur, instance) -> None:
@@ -584,7 +219,7 @@ def attribute(paths: Sequence[str | Path], dominant: str | None = None, *, use_a
     """
     if not paths:
         raise ValueError("no trace files given")
-    files = [_read(str(p), library) for p in paths]
+    files = [read_file_events(str(p), library) for p in paths]
     has_device = [len(f.k_name) > 0 or len(f.r_key) > 0 for f in files]
     if any(has_device) and not all(has_device):
         raise ValueError("cannot attribute GPU traces together with CPU-only traces")
@@ -594,7 +229,7 @@ def attribute(paths: Sequence[str | Path], dominant: str | None = None, *, use_a
     totals: dict[str, list[float]] = {}
     counts = [0, 0, 0]
     for acc in files:
-        per_thread, n, linked, graph = _queries(acc, kind)
+        per_thread, n, linked, graph = queries(acc, kind)
         placed.append(per_thread)
         counts[0] += n
         counts[1] += linked

@@ -1,4 +1,5 @@
-"""The records trace analysis returns: plain dataclasses whose to_dict() is JSON and from_dict() its inverse.
+"""The records trace analysis returns: plain dataclasses whose to_dict() is JSON and from_dict() its inverse
+(the attribution's records, OpKernel to Attribution, are only written: they have no from_dict()).
 
 Times are microseconds (the trace's unit) as floats; a share or ratio with nothing to divide by is
 None (JSON null), never NaN.
@@ -245,3 +246,92 @@ class TraceSummary:
             notes=tuple(str(n) for n in data["notes"]),
             category_rules=tuple((str(c), str(p)) for c, p in data["category_rules"]),
         )
+
+
+@dataclass(frozen=True)
+class OpKernel:
+    """One kernel name inside an operation row."""
+
+    name: str
+    calls: int
+    total_us: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "calls": self.calls, "total_us": self.total_us}
+
+
+@dataclass(frozen=True)
+class OpRow:
+    """Kernel time launched from one frame. source: "record_function", "python", "aten" (the
+    outermost aten op, when nothing else encloses the launch), "graph", "none". frame: the Python
+    frame (function, file, line) where known. calls: frame instances that launched its kernels."""
+
+    name: str
+    source: str
+    frame: dict[str, Any] | None
+    calls: int
+    total_us: float
+    share: float | None
+    kernels: tuple[OpKernel, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "source": self.source, "frame": self.frame, "calls": self.calls,
+                "total_us": self.total_us, "share": self.share, "kernels": [k.to_dict() for k in self.kernels]}
+
+
+@dataclass(frozen=True)
+class DominantOp:
+    """The dominant kernel's operation: its frame, total GPU time and kernels.
+
+    kernel_total_us: the kernel's own total; coverage: the share of that total whose launches lie
+    in this operation; share: total_us of all kernel time; per_step_us: total_us per profiled step.
+    """
+
+    status: str
+    message: str
+    kernel: str
+    kernel_total_us: float
+    name: str | None = None
+    source: str | None = None
+    frame: dict[str, Any] | None = None
+    total_us: float | None = None
+    share: float | None = None
+    coverage: float | None = None
+    calls: int = 0
+    kernels: tuple[OpKernel, ...] = ()
+    rule: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "message": self.message, "kernel": self.kernel,
+                "kernel_total_us": self.kernel_total_us, "name": self.name, "source": self.source,
+                "frame": self.frame, "total_us": self.total_us, "share": self.share, "coverage": self.coverage,
+                "calls": self.calls, "kernels": [k.to_dict() for k in self.kernels], "rule": self.rule}
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """What attribute() found. kind: "gpu" or "cpu-host". status: ATTRIBUTED, NEEDS_EAGER,
+    NO_FRAMES, NO_LAUNCHES or NO_DOMINANT (that of the dominant operation when one was sought).
+    kernels/linked/graph_linked: kernel events, those linked to a launch, those to a graph launch.
+    with_stack: the trace holds Python frames; annotations: record_function ranges that can enclose
+    kernels (on cpu-host traces only ``op:NAME`` ones: the others are the kernels). rows: kernel time by launching frame, largest first."""
+
+    kind: str
+    status: str
+    message: str
+    files: tuple[str, ...]
+    kernel_time_us: float
+    kernels: int
+    linked: int
+    graph_linked: int
+    with_stack: bool
+    annotations: bool
+    rows: tuple[OpRow, ...]
+    dominant: DominantOp | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "status": self.status, "message": self.message, "files": list(self.files),
+                "kernel_time_us": self.kernel_time_us, "kernels": self.kernels, "linked": self.linked,
+                "graph_linked": self.graph_linked, "with_stack": self.with_stack, "annotations": self.annotations,
+                "rows": [r.to_dict() for r in self.rows],
+                "dominant": None if self.dominant is None else self.dominant.to_dict()}

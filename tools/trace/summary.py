@@ -8,15 +8,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import ranks as rank_labels
 from .categories import DEFAULT_RULES, categorizer, category_names, validate_rules
 from .cuda_graph import GRAPH_LAUNCH, RUNTIME_CATEGORIES, graph_info, merge_graph_info
 from .events import TraceFormatError, iter_record_batches
 from .host import HOST_RANGE_CATEGORIES, PROFILER_STEP, is_work_range, outermost
-from .kernels import NameDurations, category_totals, kernel_rows, merge_durations
+from .ranks import rank_from_filename, rank_from_metadata, rank_from_pid, rank_sort_key
 from .records import CudaGraphInfo, RankSummary, TraceFile, TraceSummary
 from .steps import StepTimes, merge_step_times, step_number, step_times
 from .timeline import timeline
+from .totals import NameDurations, category_totals, kernel_rows, merge_durations
 
 # Device activity: kernels, and memory copies/sets, which occupy the GPU's copy or compute engines.
 DEVICE_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
@@ -115,7 +115,6 @@ def read_rank_events(path: str | Path) -> tuple[int, dict, dict[str | None, Rank
     by_label: dict[str | None, RankEvents] = {}
     by_pid: dict = {}
     count = 0
-    rank_from_pid = rank_labels.rank_from_pid
     for batch in iter_record_batches(path, metadata):
         for event in batch:
             count += 1
@@ -124,14 +123,8 @@ def read_rank_events(path: str | Path) -> tuple[int, dict, dict[str | None, Rank
             pid = event.pid
             try:
                 acc = by_pid[pid]
-            except KeyError:
-                label = rank_from_pid(pid)
-                acc = by_label.get(label)
-                if acc is None:
-                    acc = by_label[label] = RankEvents()
-                by_pid[pid] = acc
-            except TypeError as exc:
-                raise TraceFormatError(f"{path}: event {count} has an unhashable pid {pid!r}") from exc
+            except (KeyError, TypeError):
+                acc = _first_of_pid(pid, by_pid, by_label, f"{path}: event {count}")
             cat = event.cat
             if cat in DEVICE_CATEGORIES:
                 name = event.name
@@ -182,14 +175,32 @@ def read_rank_events(path: str | Path) -> tuple[int, dict, dict[str | None, Rank
                     _add_step(acc.gpu_steps, pid, event.name, event, path, count)
             elif cat in RUNTIME_CATEGORIES:
                 acc.runtime_calls += 1
-                name = event.name
-                if isinstance(name, str) and GRAPH_LAUNCH.match(name):
-                    args = event.args
-                    try:
-                        acc.graph_launches.append(-1 if args is None else args.correlation)
-                    except TypeError as exc:
-                        raise TraceFormatError(f"{path}: graph launch {count} has a non-integer correlation") from exc
+                if isinstance(event.name, str) and GRAPH_LAUNCH.match(event.name):
+                    _add_graph_launch(acc, event, f"{path}: graph launch {count}")
     return count, metadata, by_label
+
+
+def _first_of_pid(pid, by_pid: dict, by_label: dict[str | None, RankEvents], where: str) -> RankEvents:
+    """The accumulator of a pid met for the first time: its rank label's, shared by every pid of that
+    rank (a merged file labels one rank's processes alike)."""
+    try:
+        hash(pid)
+    except TypeError as exc:
+        raise TraceFormatError(f"{where} has an unhashable pid {pid!r}") from exc
+    label = rank_from_pid(pid)
+    acc = by_label.get(label)
+    if acc is None:
+        acc = by_label[label] = RankEvents()
+    by_pid[pid] = acc
+    return acc
+
+
+def _add_graph_launch(acc: RankEvents, event, where: str) -> None:
+    args = event.args
+    try:
+        acc.graph_launches.append(-1 if args is None else args.correlation)
+    except TypeError as exc:
+        raise TraceFormatError(f"{where} has a non-integer correlation") from exc
 
 
 def _add_step(steps: dict, pid, name: str, event, path, count: int) -> None:
@@ -288,31 +299,26 @@ def _summary(part: _Part, categorize: Callable[[str], str], categories: list[str
     )
 
 
+def _merged_part(parts: list[_Part]) -> _Part:
+    """All ranks as one: durations pooled, windows and busy times summed over devices, steps the most any rank ran."""
+    return _Part(
+        durations=merge_durations(part.durations for part in parts),
+        window_us=math.fsum(part.window_us for part in parts),
+        busy_us=math.fsum(part.busy_us for part in parts),
+        steps=max(part.steps for part in parts),
+        devices=sum(part.devices for part in parts),
+        cuda_graph=merge_graph_info([part.cuda_graph for part in parts]),
+        step_times=merge_step_times([part.step_times for part in parts]),
+    )
+
+
 def _file_rank(path: str, metadata: dict, default: str) -> str:
-    return rank_labels.rank_from_filename(path) or rank_labels.rank_from_metadata(metadata) or default
+    return rank_from_filename(path) or rank_from_metadata(metadata) or default
 
 
-def summarize(
-    paths: Sequence[str | Path],
-    *,
-    by_rank: bool = False,
-    categories: Sequence[Sequence[str]] | None = None,
-) -> TraceSummary:
-    """Kernel tables, categories, window/busy/idle and CUDA-graph accounting for trace files.
-
-    paths: PyTorch-profiler Chrome traces (.json or .json.gz), one per rank (rank from SGLang's
-    ``-TP-N`` file label, else ``distributedInfo.rank``) and/or merged files (rank from the pid
-    label SGLang's merger writes). by_rank: also fill ``ranks`` with each rank's summary.
-    categories: a [category, regex] table replacing categories.DEFAULT_RULES.
-    Raises ValueError (TraceFormatError for unreadable files) on bad input: no paths, a missing or
-    malformed file, two files holding the same rank, GPU and CPU-only traces mixed, nothing to count.
-    """
-    if not paths:
-        raise ValueError("no trace files given")
-    rules = validate_rules(categories) if categories is not None else DEFAULT_RULES
-    categorize = categorizer(rules)
-    names = category_names(rules)
-
+def _read_ranks(paths: Sequence[str | Path]) -> tuple[dict[str, RankEvents], list[TraceFile], dict[str, bool]]:
+    """Each file read once: accumulators by rank (the pid's label, else the file's rank), the files as
+    read, and whether each file holds device activity; ValueError when two files hold one rank."""
     per_rank: dict[str, RankEvents] = {}
     owner: dict[str, str] = {}
     files = []
@@ -337,8 +343,32 @@ def summarize(
             per_rank[key] = acc
             owner[key] = path
         file_has_device[path] = any(acc.device_events or acc.runtime_calls for acc in found.values())
-        files.append(TraceFile(path=path, ranks=tuple(sorted(found, key=rank_labels.rank_sort_key)), events=count))
+        files.append(TraceFile(path=path, ranks=tuple(sorted(found, key=rank_sort_key)), events=count))
+    return per_rank, files, file_has_device
 
+
+def summarize(
+    paths: Sequence[str | Path],
+    *,
+    by_rank: bool = False,
+    categories: Sequence[Sequence[str]] | None = None,
+) -> TraceSummary:
+    """Kernel tables, categories, window/busy/idle and CUDA-graph accounting for trace files.
+
+    paths: PyTorch-profiler Chrome traces (.json or .json.gz), one per rank (rank from SGLang's
+    ``-TP-N`` file label, else ``distributedInfo.rank``) and/or merged files (rank from the pid
+    label SGLang's merger writes). by_rank: also fill ``ranks`` with each rank's summary.
+    categories: a [category, regex] table replacing categories.DEFAULT_RULES.
+    Raises ValueError (TraceFormatError for unreadable files) on bad input: no paths, a missing or
+    malformed file, two files holding the same rank, GPU and CPU-only traces mixed, nothing to count.
+    """
+    if not paths:
+        raise ValueError("no trace files given")
+    rules = validate_rules(categories) if categories is not None else DEFAULT_RULES
+    categorize = categorizer(rules)
+    names = category_names(rules)
+
+    per_rank, files, file_has_device = _read_ranks(paths)
     if not per_rank:
         raise TraceFormatError(f"no kernels, CUDA calls or host ranges in {', '.join(str(p) for p in paths)}")
     kind = GPU if any(file_has_device.values()) else CPU_HOST
@@ -348,7 +378,7 @@ def summarize(
 
     notes = []
     parts = {}
-    for key in sorted(per_rank, key=rank_labels.rank_sort_key):
+    for key in sorted(per_rank, key=rank_sort_key):
         acc = per_rank[key]
         parts[key] = _gpu_part(acc) if kind == GPU else _host_part(acc)
         if kind == GPU and acc.device_events == 0 and not acc.graph_launches:
@@ -357,16 +387,7 @@ def summarize(
                 "(was the profiler run without ProfilerActivity.CUDA?)"
             )
 
-    merged_part = _Part(
-        durations=merge_durations(part.durations for part in parts.values()),
-        window_us=math.fsum(part.window_us for part in parts.values()),
-        busy_us=math.fsum(part.busy_us for part in parts.values()),
-        steps=max(part.steps for part in parts.values()),
-        devices=sum(part.devices for part in parts.values()),
-        cuda_graph=merge_graph_info([part.cuda_graph for part in parts.values()]),
-        step_times=merge_step_times([part.step_times for part in parts.values()]),
-    )
-    merged = _summary(merged_part, categorize, names)
+    merged = _summary(_merged_part(list(parts.values())), categorize, names)
     if kind == CPU_HOST:
         notes.insert(0, CPU_HOST_NOTE)
     if merged.cuda_graph.hidden:

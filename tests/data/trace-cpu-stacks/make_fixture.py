@@ -29,7 +29,7 @@ def main() -> int:
         return 2
     sys.path.insert(0, str(ROOT))
     from agent.config import load_target
-    from agent.engines import baseline, bench_spec
+    from agent.engine_runs import baseline, bench_spec
     from tools.engines.reference import bench
     from tools.engines.reference.spec import parse_spec
 

@@ -1,8 +1,12 @@
-"""Python's operators by AST node type, for the two static evaluators (``tools.gates.interp`` reads an
-engine's capability gates, ``tools.kernel_source.evaluate`` a kernel's launch grid). Both compute
-values from source text they have never seen, so what one line could make huge (``2 ** 10**9``,
-``"x" * 10**9``, ``1 << 10**9``) raises OverflowError here instead of being built; the callers turn
-any exception into an unknown value.
+"""Python's operators by AST node type. The evaluators compute values from source text they have never
+seen, so what one line could make huge (``2 ** 10**9``, ``"x" * 10**9``, ``1 << 10**9``) raises
+OverflowError here instead of being built.
+
+Contract for callers: every function raises (TypeError for an operator outside the tables,
+OverflowError for a result too large to build, and whatever Python raises for the operands:
+ZeroDivisionError, TypeError...). ``OPERATION_ERRORS`` names exactly those; a caller catches them and
+turns them into an ``Unknown`` whose reason names the exception, and lets anything else (a bug of
+the evaluator) propagate.
 """
 
 from __future__ import annotations
@@ -13,6 +17,9 @@ from typing import Any, Callable
 
 MAX_SEQUENCE = 10_000  # longest str/bytes/tuple built from source text
 MAX_BITS = 4096  # widest integer operand or shift
+
+# What applying an operator to operands taken from source can raise (not a bug of the evaluator).
+OPERATION_ERRORS = (ArithmeticError, TypeError, ValueError, IndexError, KeyError, AttributeError)
 
 
 def _int_too_wide(*values: Any) -> bool:

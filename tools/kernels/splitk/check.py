@@ -1,29 +1,21 @@
-"""Check and timing entry points of the split-K sparse MLA decode: ``python -m tools.kernels.sparse_mla_decode``.
+"""The correctness check of the split-K decode at one shape (``python -m tools.kernels.sparse_mla_decode check``).
 
-``check --batch B --topk K [--heads H] [--device cpu|cuda] [--seed S]`` draws fresh random inputs
-(invalid indices, short valid lengths, a top-k that is no multiple of the tile, duplicated indices,
-clustered index runs), runs the kernel into poisoned (NaN) buffers, and compares it with the float32
-reference (``dsv4_cache.reference_sparse_decode``) and with the upstream SGLang kernel; one JSON
-object on stdout, exit 0 when every error is within its threshold, 1 otherwise.
-
-``bench --batch B --topk K [--heads H]`` times the kernel (and upstream unless ``--no-upstream``) with
-CUDA-graph replays; one JSON object.
+``run_check`` draws fresh random inputs (``make_case``: invalid indices, short valid lengths, a top-k that
+is no multiple of the tile, duplicated indices, clustered index runs), runs the kernel into poisoned (NaN)
+buffers (``run_poisoned``) and compares it with the float32 reference
+(``dsv4_cache.reference_sparse_decode``) and with the upstream SGLang kernel, against the thresholds below.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
-import statistics
-import sys
-import time
-from typing import Callable, Optional
+from typing import Optional
 
 import torch
 
 from tools.kernels import dsv4_cache, upstream
 from tools.kernels import sparse_mla_decode as smd
+from tools.kernels.splitk.tiles import NAMED, choose_config, config_name, device_arch
 
 # Thresholds. The output is bf16 (8 significant bits: rounding alone is a relative error of up to
 # 2^-9, about 1.1e-3 RMS) and P is rounded to bf16 before the P V dot, so the norm-wise relative
@@ -192,7 +184,7 @@ def check_case(case: dict, *, with_upstream: bool = True, num_splits: Optional[i
     return result
 
 
-CONFIGS = {"auto": None, "small": smd.SMALL, "medium": smd.MEDIUM, "large": smd.LARGE, "large_sm90": smd.LARGE_SM90, "large_ws": smd.LARGE_WS}
+CONFIGS = {"auto": None, **NAMED}  # --config: "auto" is choose_config's pick
 
 VARIANTS = {
     # name: make_case keyword arguments
@@ -200,11 +192,6 @@ VARIANTS = {
     "two_caches_sink": dict(extra=True, sink=True, topk_length=True),
     "no_lengths": dict(extra=False, sink=True, topk_length=False),
 }
-
-
-def config_name(cfg) -> str:
-    """The CONFIGS name of a tile configuration (the engine's call log uses the same names)."""
-    return next((name for name, c in CONFIGS.items() if c is not None and c == cfg), "other")
 
 
 def _variant(name: str, engine_call: Optional[dict]) -> dict:
@@ -246,8 +233,8 @@ def run_check(
         "shape": {"batch": batch, "topk": topk, "heads": heads},
         "device": device,
         "seed": seed,
-        "config": (config or smd.choose_config(batch, topk, heads, smd.device_arch(dev))).__dict__,
-        "config_name": config_name(config or smd.choose_config(batch, topk, heads, smd.device_arch(dev))),
+        "config": (config or choose_config(batch, topk, heads, device_arch(dev))).__dict__,
+        "config_name": config_name(config or choose_config(batch, topk, heads, device_arch(dev))),
         "thresholds": {
             "out_norm_rel": OUT_NORM_REL_MAX,
             "out_norm_rel_vs_upstream": OUT_NORM_REL_MAX_VS_UPSTREAM,
@@ -257,140 +244,3 @@ def run_check(
         "engine_call": engine_call,
         "ok": all(r["ok"] for r in results.values()),
     }
-
-
-# ---------------------------------------------------------------- timing (CUDA only)
-
-
-def graph_replay_us(calls: list[Callable[[], object]], reps: int = 30) -> list[float]:
-    """Per-call times (us) from CUDA-graph replays: the calls (one pass over the list, repeated to at
-    least 8 launches) are captured in one graph; each replay is timed with CUDA events."""
-    for fn in calls[:2]:
-        fn()
-    torch.cuda.synchronize()
-    seq = list(calls)
-    while len(seq) < 8:
-        seq += calls
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for fn in seq[:3]:
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for fn in seq:
-            fn()
-    graph.replay()
-    torch.cuda.synchronize()
-    samples = []
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for _ in range(reps):
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1000.0 / len(seq))
-    del graph
-    return samples
-
-
-def do_bench_us(fn: Callable[[], object]) -> float:
-    import triton.testing
-
-    return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")) * 1000.0
-
-
-def run_bench(batch, topk, heads, seed, with_upstream, num_splits, config=None, engine_call=None) -> dict:
-    """Graph-replay and do_bench medians of the kernel (and upstream) at one shape, warm L2;
-    with ``engine_call`` (as for ``run_check``) the call in the form the engine makes it."""
-    dev = torch.device("cuda")
-    if engine_call is not None:
-        case = make_case(batch, topk, heads, dev, seed, **_variant("engine_call", engine_call))
-    else:
-        case = make_case(batch, topk, heads, dev, seed, topk_length=False)
-    args = _call_args(case)
-    cfg = config or smd.choose_config(batch, topk, heads, smd.device_arch(dev))
-    out = torch.empty(batch, 1, heads, dsv4_cache.HEAD_DIM, dtype=torch.bfloat16, device=dev)
-    lse = torch.empty(batch, heads, dtype=torch.float32, device=dev)
-
-    def ours():
-        smd.sparse_mla_decode_into(out, lse, None, *args, num_splits=num_splits, config=cfg)
-
-    samples = graph_replay_us([ours])
-    result = {
-        "shape": {"batch": batch, "topk": topk, "heads": heads},
-        "engine_call": engine_call,
-        "config": cfg.__dict__,
-        "config_name": config_name(cfg),
-        "splits": smd.plan_splits(batch, topk, heads, dev, num_splits),
-        "rewrite_graph_us": statistics.median(samples),
-        "rewrite_do_bench_us": do_bench_us(ours),
-        "rewrite_samples_us": samples,
-    }
-    if with_upstream:
-        up = upstream.load().flash_mla_sparse_decode_triton
-        up_samples = graph_replay_us([lambda: up(*args)], reps=5)
-        result.update(upstream_graph_us=statistics.median(up_samples), upstream_samples_us=up_samples)
-        result["speedup_vs_upstream"] = result["upstream_graph_us"] / result["rewrite_graph_us"]
-    return result
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m tools.kernels.sparse_mla_decode", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("check", "bench"):
-        p = sub.add_parser(name)
-        p.add_argument("--batch", type=int, required=True)
-        p.add_argument("--topk", type=int, required=True)
-        p.add_argument("--heads", type=int, default=64)
-        p.add_argument("--seed", type=int, default=None, help="default: drawn from the clock (fresh inputs)")
-        p.add_argument("--num-splits", type=int, default=None)
-        p.add_argument("--no-upstream", action="store_true")
-        p.add_argument("--config", choices=sorted(CONFIGS), default="auto", help="tile shape (auto: choose_config)")
-        p.add_argument("--engine-call", action="store_true",
-                       help="one call in the engine's form: --extra-topk for the compressed cache, --sink")
-        p.add_argument("--extra-topk", type=int, default=None, help="with --engine-call: the compressed cache's index width")
-        p.add_argument("--sink", action="store_true", help="with --engine-call: pass an attention sink")
-        if name == "check":
-            p.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu")
-            p.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated of {','.join(VARIANTS)}")
-    return parser
-
-
-def main(argv: Optional[list[str]] = None) -> int:
-    args = _parser().parse_args(argv)
-    seed = args.seed if args.seed is not None else time.time_ns() % (2**31)
-    if args.batch < 1 or args.topk < 1 or args.heads < 1:
-        print("batch, topk and heads must be >= 1", file=sys.stderr)
-        return 2
-    engine_call = {"extra_topk": args.extra_topk, "sink": args.sink} if args.engine_call else None
-    if args.command == "check":
-        if args.device == "cpu" and not upstream.interpreter_active():
-            print("--device cpu needs TRITON_INTERPRET=1 in the environment", file=sys.stderr)
-            return 2
-        variants = ("engine_call",) if engine_call else tuple(v for v in args.variants.split(",") if v)
-        unknown = [v for v in variants if v not in VARIANTS and v != "engine_call"]
-        if unknown:
-            print(f"unknown variants {unknown}", file=sys.stderr)
-            return 2
-        result = run_check(
-            args.batch, args.topk, args.heads, args.device, seed, variants=variants,
-            with_upstream=not args.no_upstream, num_splits=args.num_splits, config=CONFIGS[args.config],
-            engine_call=engine_call,
-        )  # fmt: skip
-        print(json.dumps(result, sort_keys=True))
-        return 0 if result["ok"] else 1
-    if not torch.cuda.is_available():
-        print("bench needs a CUDA device", file=sys.stderr)
-        return 2
-    result = run_bench(args.batch, args.topk, args.heads, seed, not args.no_upstream, args.num_splits,
-                       CONFIGS[args.config], engine_call)  # fmt: skip
-    result["device_name"] = torch.cuda.get_device_name()
-    print(json.dumps(result, sort_keys=True))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,5 @@
-"""Kernel tables: per name, calls and summed duration; shares of the table's summed kernel time.
+"""Kernel totals: per kernel name, calls and summed duration; shares of the table's summed kernel time;
+per category, summed time.
 
 Durations are kept per name and summed with math.fsum (correctly rounded), so a total does not
 depend on the order events were read in, nor on how a big file was split between processes.

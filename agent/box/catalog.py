@@ -11,7 +11,7 @@ import signal
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from tools.box import OUT_DIR, Box, CommandResult
+from agent.box.interface import OUT_DIR, Box, CommandResult
 
 TAIL = 16_000  # characters of stdout/stderr kept in the log
 

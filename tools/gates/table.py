@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from .model import EXITS, Gate, GateRow, GateScan
-from .scan import ScanState, Site, verdict
 from .sites import locate
+from .verdicts import ScanState, Site, verdict
 
 
 def gate_verdict(gate: Gate, sm: int) -> str:

@@ -14,12 +14,13 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from .evaluate import gate_verdict
 from .index import mentions
-from .interp import text
+from .labels import text
 from .model import Gate, GateScan
-from .scan import ScanState, Site, scan, verdict
+from .scan import scan
 from .sites import Place, walk_places
+from .table import gate_verdict
+from .verdicts import ScanState, Site, verdict
 
 MAX_DEPTH = 7
 MAX_FUNCTIONS = 48
@@ -541,7 +542,7 @@ def _args_fields(state: ScanState) -> dict:
     if cached is not None:
         return cached
     fields: dict = {}
-    for module, summary in state.project.summaries.items():
+    for summary in state.project.summaries.values():
         if "args" not in summary.rel and "arg_groups" not in summary.rel:
             continue
         for info in summary.classes:

@@ -1,0 +1,87 @@
+"""Amdahl's law over a profile, as the ceiling, options, split-K and round-2 steps use it: the bound of
+a part made faster, the speedup a goal needs, the ceiling table, and the times a profile finding gives
+(the GPU window W, the dominant kernel's t_k, its operation's t_op) with the bound's spread."""
+
+from __future__ import annotations
+
+import math
+from statistics import stdev
+from typing import Any
+
+from agent.steps import Draft
+from reports.format import fmt_spread
+from schema.finding import Finding
+
+SPEEDUPS = (2.0, 4.0, 8.0, 16.0)
+
+
+def amdahl(total: float, part: float, speedup: float = math.inf) -> float:
+    """Whole-run speedup when ``part`` of ``total`` time runs ``speedup`` times faster.
+
+    ``T / (T - t + t/s)``; with an infinite ``speedup`` (an instant part), ``T / (T - t)``.
+    """
+    if not 0 <= part <= total or total <= 0:
+        raise ValueError(f"need 0 <= part ({part}) <= total ({total}) and total > 0")
+    if speedup <= 0:
+        raise ValueError(f"speedup must be positive, got {speedup}")
+    rest = total - part
+    remaining = rest + (0.0 if math.isinf(speedup) else part / speedup)
+    return math.inf if remaining == 0 else total / remaining
+
+
+def ceiling_table(total_ms: float, part_ms: float, tok_s: float, speedups=SPEEDUPS) -> list[list]:
+    """Rows (kernel speedup, whole-step speedup, projected tok/s), ending with the instant kernel."""
+    rows = [[f"{s:g}x", amdahl(total_ms, part_ms, s), tok_s * amdahl(total_ms, part_ms, s)] for s in speedups]
+    instant = amdahl(total_ms, part_ms)
+    rows.append(["instant", instant, tok_s * instant])
+    return rows
+
+
+def quoted(rows: list[list], spread: float | None) -> list[list]:
+    """Ceiling rows with the step speedup and tok/s as text to the digits ``spread`` supports."""
+    if spread is None:
+        return rows
+    return [[label, fmt_spread(x, spread), fmt_spread(tok, spread)] for label, x, tok in rows]
+
+
+def speedup_needed(total: float, part: float, factor: float) -> float | None:
+    """The kernel speedup s with amdahl(total, part, s) == factor; None when even instant falls short."""
+    if factor <= 1:
+        return 1.0
+    if factor >= amdahl(total, part):
+        return None
+    # T / (T - t + t/s) = f  =>  t/s = T/f - (T - t)
+    return part / (total / factor - (total - part))
+
+
+def profile_times(profile: Finding | Draft) -> dict[str, Any]:
+    """What the ceiling rests on, per decode step of the layers run: W the GPU window inside the
+    profiled steps (the profiler's own gaps between steps kept out), the dominant kernel's and its
+    operation's time, and T the same step timed without the profiler. The shares come from the
+    profile; the step from the timing."""
+    steps = profile.number("steps")
+    whole = profile.number("total_ms")
+    window = profile.numbers["in_step_window_ms"].value if "in_step_window_ms" in profile.numbers else whole
+    operation = profile.data.get("operation") or {}
+    op_ms = profile.numbers["operation_ms"].value if "operation_ms" in profile.numbers else None
+    kernel_ms = profile.data["dominant"]["total_us"] / 1000 if profile.data.get("dominant") else profile.data["leader"]["total_us"] / 1000
+    if op_ms is not None and op_ms < kernel_ms:
+        op_ms = None  # an attribution that holds less than the kernel itself attributed nothing useful
+    gaps = profile.numbers["between_steps_idle_ms"].value if "between_steps_idle_ms" in profile.numbers else None
+    windows = [w["window_us"] / 1000 for w in (profile.data.get("summary") or {}).get("merged", {}).get("step_windows") or []]
+    return {"steps": steps, "window_ms": window, "whole_ms": whole, "kernel_ms": kernel_ms, "operation_ms": op_ms,
+            "operation": operation, "timed_step_ms": profile.number("timed_step_ms"), "gaps_ms": gaps,
+            "step_windows_ms": windows}
+
+
+def bound_spread(times: dict[str, Any], part_ms: float) -> float | None:
+    """Relative uncertainty of the bound W / (W - t): it rests on the rest R = W - t a step, whose
+    step-to-step variation is at most the windows' own (their standard deviation). A bound whose rest
+    is a sliver of the step is known to few digits, and the report quotes it so."""
+    windows = times["step_windows_ms"]
+    if len(windows) < 2:
+        return None
+    rest = (times["window_ms"] - part_ms) / times["steps"]
+    if rest <= 0:
+        return None
+    return min(stdev(windows) / rest, 10.0)

@@ -1,0 +1,185 @@
+"""The shape of the tree, checked: layers that only import downward, no import cycles, small files and
+functions, and no twin code between the two static evaluators (issue #12).
+
+Layers, bottom to top: `schema` (records every layer shares), `tools` (what runs on the box), `reports`,
+`agent`, `perf_investigator` (the public Python API). A module may import its own package and the ones
+below it, never one above: the box side must run without the agent installed, and the report renders
+from records alone.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+LAYERS = ["schema", "tools", "reports", "agent", "perf_investigator"]
+PACKAGES = [ROOT / name for name in LAYERS if (ROOT / name).is_dir()]
+# where the size rules hold: every Python file we write (fixture sources under tests/data are data)
+CHECKED = [*PACKAGES, ROOT / "tests", ROOT / "benchmarks", ROOT / "scripts"]
+MAX_FILE_LINES = 600
+MAX_FUNCTION_LINES = 80
+KEPT_WHOLE = "Kept whole:"
+
+
+def _python_files(roots) -> list[Path]:
+    return sorted(p for root in roots for p in root.rglob("*.py") if "data" not in p.relative_to(ROOT).parts[1:2])
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path, *, top_level_only: bool) -> set[str]:
+    """Absolute names of the modules `path` imports (relative imports resolved)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = _module_name(path) if path.name == "__init__.py" else _module_name(path).rpartition(".")[0]
+    nodes = _top_level_nodes(tree) if top_level_only else ast.walk(tree)
+    out: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*anchor, *([base] if base else [])])
+            out.add(base)
+            out.update(f"{base}.{alias.name}" for alias in node.names)
+    return out
+
+
+def _top_level_nodes(tree: ast.Module):
+    """Statements run at import time: the module body, its `if`/`try` blocks, never `if TYPE_CHECKING:`
+    nor `if __name__ == "__main__":` (which runs only when the module is the program)."""
+    stack = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If):
+            test = ast.unparse(node.test)
+            if "TYPE_CHECKING" in test or "__name__" in test:
+                continue
+            stack.extend(node.body + node.orelse)
+        elif isinstance(node, ast.Try):
+            stack.extend(node.body + node.orelse + node.finalbody + [s for h in node.handlers for s in h.body])
+        else:
+            yield node
+
+
+def test_layers_only_import_downward():
+    wrong = []
+    for path in _python_files(PACKAGES):
+        layer = LAYERS.index(path.relative_to(ROOT).parts[0])
+        for name in _imports(path, top_level_only=False):
+            top = name.split(".")[0]
+            if top in LAYERS and LAYERS.index(top) > layer:
+                wrong.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert not wrong, "imports from a layer above:\n" + "\n".join(sorted(set(wrong)))
+
+
+def test_no_import_cycles():
+    files = {_module_name(p): p for p in _python_files(PACKAGES)}
+    graph = {mod: {name for name in _imports(path, top_level_only=True) if name in files and name != mod}
+             for mod, path in files.items()}
+    cycles = [sorted(c) for c in _strongly_connected(graph) if len(c) > 1]
+    assert not cycles, "modules that import each other at import time: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's algorithm, iterative (the module graph is deep enough to hit the recursion limit)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    out: list[list[str]] = []
+    counter = 0
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                out.append(component)
+    return out
+
+
+def test_no_file_over_600_lines():
+    long = {str(p.relative_to(ROOT)): n for p in _python_files(CHECKED)
+            if (n := len(p.read_text().splitlines())) > MAX_FILE_LINES}
+    assert not long, f"files over {MAX_FILE_LINES} lines: {long}"
+
+
+def test_no_function_over_80_lines_without_its_reason():
+    long = []
+    for path in _python_files(CHECKED):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES and KEPT_WHOLE not in (ast.get_docstring(node) or ""):
+                    long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines} lines)")
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines whose docstring gives no '{KEPT_WHOLE}' reason:\n" + "\n".join(long)
+
+
+def test_the_long_function_check_can_fail(tmp_path):
+    """The size checks read real files: a planted 81-line function without a reason is caught."""
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
+    planted = tmp_path / "planted.py"
+    planted.write_text(f"def planted():\n{body}\n")
+    node = ast.parse(planted.read_text()).body[0]
+    assert node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES and KEPT_WHOLE not in (ast.get_docstring(node) or "")
+
+
+EVALUATORS = ["tools/gates", "tools/kernel_source"]
+SHARED_CORE = "tools/pyeval"
+
+
+@pytest.mark.slow
+def test_no_twins_between_the_two_evaluators():
+    """pylint's similarity checker (R0801) over both evaluators and their shared core: a block of six
+    or more lines that appears in both tools/gates and tools/kernel_source belongs in the core."""
+    roots = [r for r in [*EVALUATORS, SHARED_CORE] if (ROOT / r).is_dir()]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pylint", "--disable=all", "--enable=duplicate-code", "--min-similarity-lines=6",
+         "--ignore-imports=yes", "--ignore-docstrings=yes", "--ignore-comments=yes", "--score=no", *roots],
+        cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert "No module named pylint" not in proc.stderr, proc.stderr
+    assert proc.returncode in (0, 8), proc.stderr  # 8: refactor messages (R0801) were issued
+    twins = []
+    for block in proc.stdout.split("Similar lines in")[1:]:
+        files = set(re.findall(r"^==([\w.]+):", block, flags=re.M))
+        if {f.split(".")[1] for f in files} >= {"gates", "kernel_source"}:
+            twins.append(block.strip().splitlines()[0] + " " + ", ".join(sorted(files)))
+    assert not twins, "twins between the evaluators:\n" + "\n".join(twins)

@@ -1,0 +1,92 @@
+"""The timing of the split-K decode at one shape, CUDA only (``python -m tools.kernels.sparse_mla_decode bench``).
+
+``run_bench``: CUDA-graph replay and ``triton.testing.do_bench`` medians of the kernel, and of the
+upstream SGLang kernel, at one shape with a warm L2.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Callable
+
+import torch
+
+from tools.kernels import dsv4_cache, upstream
+from tools.kernels import sparse_mla_decode as smd
+from tools.kernels.splitk.check import _call_args, _variant, make_case
+from tools.kernels.splitk.tiles import choose_config, config_name, device_arch
+
+
+def graph_replay_us(calls: list[Callable[[], object]], reps: int = 30) -> list[float]:
+    """Per-call times (us) from CUDA-graph replays: the calls (one pass over the list, repeated to at
+    least 8 launches) are captured in one graph; each replay is timed with CUDA events."""
+    for fn in calls[:2]:
+        fn()
+    torch.cuda.synchronize()
+    seq = list(calls)
+    while len(seq) < 8:
+        seq += calls
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for fn in seq[:3]:
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for fn in seq:
+            fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    samples = []
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(reps):
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1000.0 / len(seq))
+    del graph
+    return samples
+
+
+def do_bench_us(fn: Callable[[], object]) -> float:
+    import triton.testing
+
+    return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")) * 1000.0
+
+
+def run_bench(batch, topk, heads, seed, with_upstream, num_splits, config=None, engine_call=None) -> dict:
+    """Graph-replay and do_bench medians of the kernel (and upstream) at one shape, warm L2;
+    with ``engine_call`` (as for ``run_check``) the call in the form the engine makes it."""
+    dev = torch.device("cuda")
+    if engine_call is not None:
+        case = make_case(batch, topk, heads, dev, seed, **_variant("engine_call", engine_call))
+    else:
+        case = make_case(batch, topk, heads, dev, seed, topk_length=False)
+    args = _call_args(case)
+    cfg = config or choose_config(batch, topk, heads, device_arch(dev))
+    out = torch.empty(batch, 1, heads, dsv4_cache.HEAD_DIM, dtype=torch.bfloat16, device=dev)
+    lse = torch.empty(batch, heads, dtype=torch.float32, device=dev)
+
+    def ours():
+        smd.sparse_mla_decode_into(out, lse, None, *args, num_splits=num_splits, config=cfg)
+
+    samples = graph_replay_us([ours])
+    result = {
+        "shape": {"batch": batch, "topk": topk, "heads": heads},
+        "engine_call": engine_call,
+        "config": cfg.__dict__,
+        "config_name": config_name(cfg),
+        "splits": smd.plan_splits(batch, topk, heads, dev, num_splits),
+        "rewrite_graph_us": statistics.median(samples),
+        "rewrite_do_bench_us": do_bench_us(ours),
+        "rewrite_samples_us": samples,
+    }
+    if with_upstream:
+        up = upstream.load().flash_mla_sparse_decode_triton
+        up_samples = graph_replay_us([lambda: up(*args)], reps=5)
+        result.update(upstream_graph_us=statistics.median(up_samples), upstream_samples_us=up_samples)
+        result["speedup_vs_upstream"] = result["upstream_graph_us"] / result["rewrite_graph_us"]
+    return result
