@@ -119,6 +119,8 @@ class ReferenceShapes(_Strict):
     steps: Annotated[int, Field(gt=0, le=100_000)] = 10
     warmup: Annotated[int, Field(ge=0, le=100_000)] = 3
     tp: Dim | None = Field(default=None, description="ranks to split heads over; default: the deployment's")
+    distributed: bool = Field(default=False, description="one process per rank joined by torch.distributed (NCCL on "
+                              "GPUs, gloo on the CPU); false: one process runs rank 0's shapes, no collective")
     pad_heads_to: Dim | None = None
     overrides: dict[str, Any] = Field(default_factory=dict, description="model fields replaced for this device")
 

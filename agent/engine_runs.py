@@ -31,7 +31,9 @@ class Setting:
 
 
 # The reference engine's options (tools/engines/reference/spec.py BenchSpec), with their defaults.
-ENGINE_OPTIONS = {"cuda_graph": False, "compile": False, "moe": "grouped", "steps_per_graph": 1, "delay_frac": 0.0}
+ENGINE_OPTIONS = {"cuda_graph": False, "compile": False, "moe": "grouped", "steps_per_graph": 1, "delay_frac": 0.0,
+                  # a distributed engine's TP degree (None: the shapes') and expert parallelism (1 or the TP degree)
+                  "tp": None, "ep": 1}
 # Engine options a box must have a GPU for.
 GPU_OPTIONS = {"cuda_graph"}
 # Options that need a GPU when set away from their default, and why.
@@ -127,6 +129,9 @@ def applicability(target: Target, lever: Lever, device: str) -> str | None:
     unknown = sorted(set(lever.options) - set(ENGINE_OPTIONS))
     if unknown:
         return f"the reference engine has no option {', '.join(unknown)}"
+    parallel = _parallel_reason(target, lever, device)
+    if parallel:
+        return parallel
     if device != "cuda":
         for name, why in GPU_ONLY.items():
             if lever.options.get(name, ENGINE_OPTIONS[name]) != ENGINE_OPTIONS[name]:
@@ -145,6 +150,22 @@ def applicability(target: Target, lever: Lever, device: str) -> str | None:
     backend, reason = backend_for(target, setting)
     if backend is None:
         return reason
+    return None
+
+
+def _parallel_reason(target: Target, lever: Lever, device: str) -> str | None:
+    """Why a parallelism lever means nothing here: NCCL variables where no NCCL runs, TP/EP without rank processes."""
+    shapes = shapes_for(target, device)
+    nccl = ", ".join(sorted(k for k in lever.env if k.startswith("NCCL_")))
+    if nccl and not shapes.distributed:
+        return f"not applicable: {nccl} tunes NCCL's collectives; this engine runs one process, with no collective"
+    if nccl and device != "cuda":
+        return (f"not applicable to gloo: {nccl} tunes NCCL; on a CPU box the ranks' collectives run over gloo, which "
+                f"reads no NCCL variable")
+    if lever.env.get("NCCL_ALGO", "").upper().startswith("NVLS"):
+        return "the NVLS algorithms are never used: NVLink multicast stays off (NCCL_NVLS_ENABLE=0)"
+    if ("tp" in lever.options or lever.options.get("ep", 1) != 1) and not shapes.distributed:
+        return "the TP degree and expert parallelism need the engine run distributed (one process per rank)"
     return None
 
 
@@ -168,6 +189,7 @@ def bench_spec(target: Target, device: str, setting: Setting, batch_sizes: list[
         "device": device,
         "model": target.model.model_dump(exclude={"name"}),
         "tp": shapes.tp or target.deployment.tp,
+        **({"distributed": True} if shapes.distributed else {}),
         "pad_heads_to": shapes.pad_heads_to or target.deployment.pad_heads_to,
         "layers": min(shapes.layers, target.model.layers),
         "experts": shapes.experts,
@@ -281,8 +303,9 @@ def _sweep_progress(session, result: dict) -> tuple[dict, list[dict]] | None:
     return (meta, done) if meta is not None else None
 
 
-# tools/engines/reference/spec.py RUN_FIELDS: what one run of a sweep may change.
-SWEEP_RUN_FIELDS = ("attention", "cuda_graph", "compile", "moe", "steps_per_graph", "delay_frac")
+# tools/engines/reference/spec.py RUN_FIELDS (and DISTRIBUTED_RUN_FIELDS, tp and ep, which only levers of a
+# distributed engine change): what one run of a sweep may change.
+SWEEP_RUN_FIELDS = ("attention", "cuda_graph", "compile", "moe", "steps_per_graph", "delay_frac", "tp", "ep")
 
 
 def profiled_shapes(target: Target, device: str) -> dict[str, int]:

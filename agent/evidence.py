@@ -121,6 +121,7 @@ class ProfileData(_Data):
     eager_summary: JSON | None = None
     ncu_csv: str | None = None
     error: str | None = None  # why the trace could not be read (an incomplete profile)
+    parallel: JSON | None = None  # a profile of several rank processes: each rank, the critical one (rank_balance)
 
 
 # -- grid -----------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from agent.state import InvestigationState, finding_for
 from agent.steps import Draft, StepFailed
 from agent.steps.attribution import SHOWN_KERNELS, attribute_dominant, short_name
 from agent.steps.measurements import interpretation_labels, throughput
+from agent.steps.rank_balance import rank_files, rank_part
 from reports.format import fmt
 from schema.finding import Number, Table
 from tools import trace
@@ -50,7 +51,8 @@ def profile_decode(state: InvestigationState, session: Session, target: Target) 
     run = _run_profiled(state, session, target, device)
     seq = run.seq
     try:
-        summary = trace.summarize([session.artifact_path(run.ref)])
+        files = rank_files(run.trace_info)
+        summary = trace.summarize([session.artifact_path(run.refs[name]) for name in files], by_rank=len(files) > 1)
     except trace.TraceFormatError as exc:
         # a cut or corrupt trace ranks nothing: the finding says what is wrong with it, and nothing after
         # it reads a ranking from it
@@ -67,7 +69,7 @@ def profile_decode(state: InvestigationState, session: Session, target: Target) 
 
     summary_data = summary.to_dict()
     # The run's own path for the trace, not this machine's: a replay elsewhere must see the same finding.
-    summary_data["files"] = [{**f, "path": run.ref["path"]} for f in summary_data["files"]]
+    summary_data["files"] = [{**f, "path": run.refs[name]["path"]} for f, name in zip(summary_data["files"], files)]
     if summary.cuda_graph.hidden:
         return Draft(
             headline=f"trace incomplete: {summary.cuda_graph.note}",
@@ -76,7 +78,27 @@ def profile_decode(state: InvestigationState, session: Session, target: Target) 
             numbers=run.numbers,
             data={"summary": summary_data, "dominant": None, "complete": False, "setting": run.setting_data},
         )
-    return _ranked(session, target, run, summary, summary_data, labels)
+    return _with_ranks(_ranked(session, target, run, summary, summary_data, labels), run, summary)
+
+
+def _with_ranks(draft: Draft, run: "_Profiled", summary) -> Draft:
+    """A profile of several rank processes gets each rank's table, the communication share, the critical
+    rank and the imbalance (rank_balance); one rank's is returned as it is."""
+    row = next((r for r in run.result["data"].get("results") or [] if r["batch"] == run.batch), None)
+    part = rank_part(summary, row, run.seq)
+    if part is None:
+        return draft
+    numbers, tables, data = part
+    draft.numbers.update(numbers)
+    draft.tables.extend(tables)
+    draft.data["parallel"] = data
+    for rank, name in enumerate(rank_files(run.trace_info)[1:], start=1):
+        draft.artifacts[f"trace_rank_{rank}"] = run.refs[name]["path"]
+    critical = f"; rank {data['critical_rank']} critical" if data["critical_rank"] is not None else ""
+    imbalance = f" (imbalance {100 * data['imbalance']:.1f}%)" if data["imbalance"] is not None else ""
+    draft.headline += (f"; {len(data['ranks'])} ranks, communication {100 * data['communication_share']:.1f}% of the "
+                       f"merged trace{critical}{imbalance}")
+    return draft
 
 
 @dataclass

@@ -22,7 +22,7 @@ import numpy as np
 
 from .cuda_graph import GRAPH_LAUNCH, RUNTIME_CATEGORIES
 from .events import TraceFormatError, iter_record_batches
-from .host import OPERATION_PREFIX, PROFILER_STEP, is_work_range, outermost
+from .host import OPERATION_PREFIX, PROFILER_STEP, fold_worker_collectives, is_work_range, outermost
 from .ranks import rank_from_pid
 from .summary import CPU_HOST, DEVICE_CATEGORIES
 
@@ -237,6 +237,33 @@ def sweep(thread: ThreadFrames, frame_kinds: frozenset[int], query: Query, visit
         visit(q, stack)
 
 
+def _host_queries(acc: FileEvents) -> tuple[dict[int, Query], int, int, int]:
+    """cpu-host queries: each thread's outermost work ranges, gloo's worker copies folded (host.py)."""
+    units = {}
+    for key in acc.thread_keys:
+        thread = acc.threads[key]
+        kinds = np.frombuffer(thread.kinds, dtype=np.int8) if len(thread.kinds) else np.empty(0, np.int8)
+        work = np.nonzero((kinds == WORK) | (kinds == CPU_OP))[0]
+        if work.size == 0:
+            continue
+        starts = np.frombuffer(thread.starts, dtype=np.float64)[work]
+        ends = np.frombuffer(thread.ends, dtype=np.float64)[work]
+        units[key] = [[float(starts[j]), float(ends[j] - starts[j]), thread.names[int(work[j])], float(ends[j])]
+                      for j in outermost(starts, ends - starts)]
+    per_thread: dict[int, Query] = {}
+    total = 0
+    for key, rows in fold_worker_collectives(units, acc.names.__getitem__).items():
+        query = per_thread.setdefault(acc.thread_index[key], Query())
+        for start, dur, name, end in rows:
+            query.starts.append(start)
+            query.ends.append(end)
+            query.names.append(name)
+            query.durs.append(dur)
+            query.graph.append(0)
+            total += 1
+    return per_thread, total, total, 0
+
+
 def queries(acc: FileEvents, kind: str) -> tuple[dict[int, Query], int, int, int]:
     """Per thread index, what to place; and (kernel events, linked, graph-linked) counts.
 
@@ -244,24 +271,7 @@ def queries(acc: FileEvents, kind: str) -> tuple[dict[int, Query], int, int, int
     outermost work range of a thread at itself."""
     per_thread: dict[int, Query] = {}
     if kind == CPU_HOST:
-        total = 0
-        for index, key in enumerate(acc.thread_keys):
-            thread = acc.threads[key]
-            kinds = np.frombuffer(thread.kinds, dtype=np.int8) if len(thread.kinds) else np.empty(0, np.int8)
-            work = np.nonzero((kinds == WORK) | (kinds == CPU_OP))[0]
-            if work.size == 0:
-                continue
-            starts = np.frombuffer(thread.starts, dtype=np.float64)[work]
-            ends = np.frombuffer(thread.ends, dtype=np.float64)[work]
-            query = per_thread.setdefault(index, Query())
-            for j in outermost(starts, ends - starts):
-                query.starts.append(float(starts[j]))
-                query.ends.append(float(ends[j]))
-                query.names.append(thread.names[int(work[j])])
-                query.durs.append(float(ends[j] - starts[j]))
-                query.graph.append(0)
-                total += 1
-        return per_thread, total, total, 0
+        return _host_queries(acc)
     def col(values, dtype):
         return np.frombuffer(values, dtype=dtype) if len(values) else np.empty(0, dtype)
 

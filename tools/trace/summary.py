@@ -11,7 +11,7 @@ from pathlib import Path
 from .categories import DEFAULT_RULES, categorizer, category_names, validate_rules
 from .cuda_graph import GRAPH_LAUNCH, RUNTIME_CATEGORIES, graph_info, merge_graph_info
 from .events import TraceFormatError, iter_record_batches
-from .host import HOST_RANGE_CATEGORIES, PROFILER_STEP, is_work_range, outermost
+from .host import HOST_RANGE_CATEGORIES, PROFILER_STEP, fold_worker_collectives, is_work_range, outermost
 from .ranks import rank_from_filename, rank_from_metadata, rank_from_pid, rank_sort_key
 from .records import CudaGraphInfo, RankSummary, TraceFile, TraceSummary
 from .steps import StepTimes, merge_step_times, step_number, step_times
@@ -248,11 +248,12 @@ def _host_part(acc: RankEvents) -> _Part:
     names = acc.host_name_list
     durations: NameDurations = {}
     per_process: dict = {}
-    for (pid, _tid), (starts, durs, ids) in acc.host_ranges.items():
+    units = {thread: [[starts[i], durs[i], ids[i]] for i in outermost(starts, durs)]
+             for thread, (starts, durs, ids) in acc.host_ranges.items()}
+    for (pid, _tid), rows in fold_worker_collectives(units, names.__getitem__).items():
         process = per_process.setdefault(pid, ([], []))
-        for i in outermost(starts, durs):
-            start, dur = starts[i], durs[i]
-            name = names[ids[i]]
+        for start, dur, name_id in rows:
+            name = names[name_id]
             row = durations.get(name)
             if row is None:
                 row = durations[name] = array("d")

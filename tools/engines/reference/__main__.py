@@ -2,6 +2,7 @@
 ``python -m tools.engines.reference sweep --spec SWEEP_JSON|@file``
 ``python -m tools.engines.reference check --spec SPEC_JSON|@file``
 
+A spec with ``distributed: true`` runs in one process per rank (spawn.py); the JSON comes from this one.
 Prints exactly one JSON object on stdout (progress goes to stderr). Exit 0 ok; 2 bad input (bad
 spec, a device or backend this box lacks: one-line message on stderr, and an ``ok: false`` object);
 1 failure (``ok: false`` with ``kind``: oom, non_finite, error).
@@ -82,6 +83,15 @@ def _gpu_only(spec) -> str | None:
     return "delay_frac" if spec.delay_frac else None
 
 
+def _check_ranks_fit(device, world: int) -> None:
+    """NCCL runs one rank a GPU: a distributed run on CUDA needs ``world`` of them."""
+    import torch
+
+    if device.type == "cuda" and torch.cuda.device_count() < world:
+        raise _BadInput(f"bad spec: distributed TP{world} needs {world} GPUs (NCCL runs one rank a GPU), this box has "
+                        f"{torch.cuda.device_count()}", "bad_input")
+
+
 def _main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -95,22 +105,26 @@ def _main(argv: list[str]) -> int:
         raise _BadInput(f"bad spec: {needs_gpu}: needs a CUDA device, spec device is cpu", "bad_input")
     _prepare_device(spec.device, {s.attention for s in specs})
 
-    from . import bench, check
+    from . import bench, check, spawn
     from . import sweep as sweep_mod
     from .attention import BackendUnavailable
 
     if needs_gpu and bench.resolve_device(spec.device).type != "cuda":
         raise _BadInput(f"bad spec: {needs_gpu}: needs a CUDA device, none on this box", "bad_input")
+    distributed = spec.distributed and args.command != "check"
+    if distributed:
+        _check_ranks_fit(bench.resolve_device(spec.device), sweep.world() if sweep else spec.tp)
+    spec_text = args.spec if not args.spec.startswith("@") else Path(args.spec[1:]).read_text()
     try:
         if args.command == "check":
             result = check.run(spec)
         elif sweep:
             if args.out is not None:
                 args.out.mkdir(parents=True, exist_ok=True)
-            result = sweep_mod.run(sweep, args.out)
+            result = spawn.run_sweep(sweep, spec_text, args.out) if distributed else sweep_mod.run(sweep, args.out)
         else:
             args.out.mkdir(parents=True, exist_ok=True)
-            result = bench.run(spec, args.out)
+            result = spawn.run_bench(spec, spec_text, args.out) if distributed else bench.run(spec, args.out)
     except BackendUnavailable as exc:
         raise _BadInput(str(exc), "missing_dependency") from None
     _emit(result)
@@ -119,9 +133,12 @@ def _main(argv: list[str]) -> int:
 
 def _failure_kind(exc: BaseException) -> str:
     from .bench import NonFinite
+    from .multirank import RankFailed
 
     if isinstance(exc, NonFinite):
         return "non_finite"
+    if isinstance(exc, RankFailed):
+        return exc.kind
     if isinstance(exc, MemoryError) or "out of memory" in str(exc).lower():
         return "oom"
     return "error"

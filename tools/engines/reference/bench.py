@@ -70,9 +70,12 @@ def _build_layers(spec: BenchSpec, shapes: RankShapes, device: torch.device) -> 
     return [model.make_layer_weights(shapes, ratio, gen, device) for ratio in shapes.layer_compress_ratios]
 
 
-def _build_step(spec, shapes, weights, batch, device, attend, impl=None) -> tuple[Callable[[], torch.Tensor], list]:
+def build_step(spec, shapes, weights, batch, device, attend, impl=None, state_shapes=None
+               ) -> tuple[Callable[[], torch.Tensor], list]:
+    """A decode step of ``batch`` over fresh caches and input (seeded by the spec and the batch) and its
+    layers' states; the states are built at ``state_shapes`` when given (a rank's, from the whole model's)."""
     gen = torch.Generator(device=device).manual_seed(spec.seed + 1 + batch)
-    states = [model.make_layer_state(shapes, w.ratio, batch, gen, device) for w in weights]
+    states = [model.make_layer_state(state_shapes or shapes, w.ratio, batch, gen, device) for w in weights]
     layers = list(zip(weights, states))
     x = model.random_tensor((batch, shapes.hidden), gen, device)
 
@@ -230,13 +233,13 @@ def _log(message: str) -> None:
 
 
 def measure(spec: BenchSpec, shapes: RankShapes, weights: list[model.LayerWeights], batch: int,
-            device: torch.device, attend) -> dict:
+            device: torch.device, attend, make_step: Callable = build_step) -> dict:
     """One batch size of one setting on built weights: a fresh step and state, one eager step
     (autotune, compile and lazy init stay out of the timing; attention calls and routing recorded),
     the graph capture when ``cuda_graph``, warm-up and timed steps, the output sketch. Raises
-    NonFinite when the step's output is not finite."""
+    NonFinite when the step's output is not finite. ``make_step``: build_step, or a rank's."""
     impl = model.step_impl(spec.moe, spec.compile)
-    step, _ = _build_step(spec, shapes, weights, batch, device, attend, impl)
+    step, _ = make_step(spec, shapes, weights, batch, device, attend, impl)
     CALLS.reset()
     model.ROUTING.start()
     out = step()
@@ -285,6 +288,32 @@ def setting_of(spec: BenchSpec) -> dict:
             "steps_per_graph": spec.steps_per_graph, "delay_frac": spec.delay_frac}
 
 
+def profile_batch(spec: BenchSpec, shapes: RankShapes, weights: list[model.LayerWeights], device: torch.device,
+                  attend, out_dir: Path, names: tuple[str, str] = (TRACE_NAME, EAGER_TRACE_NAME),
+                  make_step: Callable = build_step) -> dict:
+    """Profile ``spec.profile`` into ``out_dir`` (``names``: the trace and its eager twin, formatted with
+    the batch); returns the result's ``trace`` record."""
+    batch = spec.profile.batch
+    step, _ = make_step(spec, shapes, weights, batch, device, attend, model.step_impl(spec.moe, spec.compile))
+    run_step = _graphed(step, device) if spec.cuda_graph else step
+    if device.type == "cuda":
+        run_step()  # autotune and lazy init stay out of the trace
+    name = names[0].format(batch=batch)
+    profile_steps(run_step, device, spec.profile.steps, out_dir / name)
+    # file: the setting as run (graph replay when cuda_graph); eager_file: its eager twin for attribution.
+    trace = {"file": name, "batch": batch, "steps": spec.profile.steps, "with_stack": True,
+             "operation_range": model.ATTENTION_RANGE, "eager_file": None}
+    _log(f"trace written: {out_dir / name}")
+    if spec.cuda_graph:
+        eager = names[1].format(batch=batch)
+        step()  # the eager path's own lazy init stays out of its trace
+        _sync(device)
+        profile_steps(step, device, spec.profile.steps, out_dir / eager)
+        trace["eager_file"] = eager
+        _log(f"eager trace for attribution written: {out_dir / eager}")
+    return trace
+
+
 def run(spec: BenchSpec, out_dir: Path) -> dict:
     """Run the bench described by ``spec``; returns the result object (``ok`` true).
 
@@ -293,7 +322,6 @@ def run(spec: BenchSpec, out_dir: Path) -> dict:
     """
     device = resolve_device(spec.device)
     attend = load_backend(spec.attention)
-    interpreter = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
     started = time.perf_counter()
     results = []
     trace = None
@@ -304,24 +332,14 @@ def run(spec: BenchSpec, out_dir: Path) -> dict:
             _log(f"batch {batch}: median step {results[-1]['step_ms']:.3f} ms over {spec.steps} steps")
             gc.collect()
         if spec.profile is not None:
-            batch = spec.profile.batch
-            step, _ = _build_step(spec, shapes, weights, batch, device, attend, model.step_impl(spec.moe, spec.compile))
-            run_step = _graphed(step, device) if spec.cuda_graph else step
-            if device.type == "cuda":
-                run_step()  # autotune and lazy init stay out of the trace
-            name = TRACE_NAME.format(batch=batch)
-            profile_steps(run_step, device, spec.profile.steps, out_dir / name)
-            # file: the setting as run (graph replay when cuda_graph); eager_file: its eager twin for attribution.
-            trace = {"file": name, "batch": batch, "steps": spec.profile.steps, "with_stack": True,
-                     "operation_range": model.ATTENTION_RANGE, "eager_file": None}
-            _log(f"trace written: {out_dir / name}")
-            if spec.cuda_graph:
-                eager = EAGER_TRACE_NAME.format(batch=batch)
-                step()  # the eager path's own lazy init stays out of its trace
-                _sync(device)
-                profile_steps(step, device, spec.profile.steps, out_dir / eager)
-                trace["eager_file"] = eager
-                _log(f"eager trace for attribution written: {out_dir / eager}")
+            trace = profile_batch(spec, shapes, weights, device, attend, out_dir)
+    return result_of(spec, shapes, device, results, trace, started)
+
+
+def result_of(spec: BenchSpec, shapes: RankShapes, device: torch.device, results: list[dict], trace: dict | None,
+              started: float) -> dict:
+    """The bench result object from what a run measured (``started``: its perf_counter at the start)."""
+    interpreter = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
     kernel_config, kernel_configs = (None, [])
     if spec.attention == "sglang-triton":
         kernel_config, kernel_configs = upstream_kernel_configs()
@@ -367,7 +385,7 @@ def notes(spec: BenchSpec, shapes: RankShapes, device: torch.device, interpreter
         f"tok_s_projected and projected_step_ms are a projection: measured step / {shapes.layers_run} layers run "
         f"x {shapes.layers_model} model layers (run: model layers {shapes.layer_ids}, {kinds}; the model has "
         f"{model_kinds}: every layer is counted at the run layers' mean time)",
-        f"one rank of TP{spec.tp}: no all-reduce or other communication is run",
+        _parallel_note(spec),
         "random weights and caches; every step decodes position context_len again (fixed inputs)",
         "weights are bf16 where the checkpoint holds FP8/FP4 (no torch._scaled_mm): weight GEMMs read 2x (FP8) "
         "to 4x (FP4) the deployment's bytes; FP8 indexer keys are bf16 here",
@@ -402,6 +420,16 @@ def notes(spec: BenchSpec, shapes: RankShapes, device: torch.device, interpreter
     elif device.type == "cpu":
         notes.append("CPU measurement")
     return notes
+
+
+def _parallel_note(spec: BenchSpec) -> str:
+    if not spec.distributed:
+        return f"one rank of TP{spec.tp}: no all-reduce or other communication is run"
+    experts = (f"experts split over {spec.ep} ranks (all-to-all dispatch and combine)" if spec.ep > 1
+               else "every expert on every rank, FFN width split")
+    return (f"TP{spec.tp}: {spec.tp} processes, one per rank, joined by torch.distributed; heads and output groups "
+            f"split, {experts}; all-reduces after the attention output projection and the MoE block, as SGLang "
+            f"runs them; a step's time is its slowest rank's")
 
 
 _LAYER_KIND = {0: "window-only", 4: "c4", 128: "c128"}

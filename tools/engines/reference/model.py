@@ -13,7 +13,8 @@ routed experts (SwiGLU, one grouped GEMM over the tokens sorted by expert) + sha
 
 Per rank: query heads ``heads / tp`` padded to the kernel's head count, ``o_groups / tp`` output
 groups, expert FFN width ``moe_intermediate / tp``; the kv latent, indexer and router are
-replicated, as in SGLang. No collective runs (a single process stands for one rank).
+replicated, as in SGLang. Nothing here communicates: one process alone stands for one rank, and a
+distributed run (multirank.py) wraps these pure parts with the collectives of collective.py.
 """
 
 from __future__ import annotations
@@ -268,14 +269,21 @@ def pre_attention(x: torch.Tensor, attn_norm: torch.Tensor, wq_a: torch.Tensor, 
     return h, q_lora, q, kv
 
 
-def post_attention(x: torch.Tensor, out: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, wo_a: torch.Tensor,
-                   wo_b: torch.Tensor, heads: int, groups: int) -> torch.Tensor:
-    """Inverse RoPE on the attention output, the grouped output projection and the residual. Pure."""
-    batch, nope = x.shape[0], dsv4_cache.NOPE_DIM
+def attention_output(out: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, wo_a: torch.Tensor,
+                     wo_b: torch.Tensor, heads: int, groups: int) -> torch.Tensor:
+    """Inverse RoPE on the attention output and the grouped output projection (wo_a per group -> wo_b),
+    before the residual: under tensor parallelism a partial sum, the all-reduce's input. Pure."""
+    batch, nope = out.shape[0], dsv4_cache.NOPE_DIM
     o = out[:, 0, :heads]
     o = torch.cat([o[..., :nope], apply_rope(o[..., nope:], cos, sin, inverse=True)], dim=-1)
     o = torch.einsum("bgd,grd->bgr", o.reshape(batch, groups, -1), wo_a)
-    return x + F.linear(o.reshape(batch, -1), wo_b)
+    return F.linear(o.reshape(batch, -1), wo_b)
+
+
+def post_attention(x: torch.Tensor, out: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, wo_a: torch.Tensor,
+                   wo_b: torch.Tensor, heads: int, groups: int) -> torch.Tensor:
+    """The attention output projection and the residual. Pure."""
+    return x + attention_output(out, cos, sin, wo_a, wo_b, heads, groups)
 
 
 def attention_block(x: torch.Tensor, w: LayerWeights, st: LayerState, shapes: RankShapes, attend: DecodeFn,
@@ -303,10 +311,10 @@ def attention_block(x: torch.Tensor, w: LayerWeights, st: LayerState, shapes: Ra
 
 def route(h: torch.Tensor, w: LayerWeights, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """DeepSeek-V4 routing: sqrt(softplus) scores, top-k on scores + bias, normalized weights x 1.5."""
-    return _route(h, w.gate, w.gate_bias, top_k)
+    return select_experts(h, w.gate, w.gate_bias, top_k)
 
 
-def _route(h: torch.Tensor, gate_w: torch.Tensor, gate_bias: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
+def select_experts(h: torch.Tensor, gate_w: torch.Tensor, gate_bias: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
     scores = torch.sqrt(F.softplus(F.linear(h, gate_w).float()))
     ids = torch.topk(scores + gate_bias, top_k, dim=-1).indices
     weights = scores.gather(1, ids)
@@ -321,23 +329,36 @@ def moe_grouped(x: torch.Tensor, ffn_norm: torch.Tensor, gate_w: torch.Tensor, g
     sorted by expert (only the experts that got tokens are read, as a fused MoE kernel does). Pure,
     no host read: capturable in a CUDA graph, and what ``compile`` compiles."""
     h = rms_norm(x, ffn_norm)
-    ids, weights = _route(h, gate_w, gate_bias, top_k)
-    flat_ids = ids.reshape(-1)
-    order = torch.argsort(flat_ids, stable=True)
-    token = order // top_k
-    counts = torch.zeros(w13.shape[0], dtype=torch.int32, device=x.device)
-    counts.scatter_add_(0, flat_ids, torch.ones_like(flat_ids, dtype=torch.int32))
+    return x + routed_grouped(h, gate_w, gate_bias, w13, w2, top_k) + shared_expert(h, shared_w13, shared_w2)
+
+
+def grouped_experts(rows: torch.Tensor, local_ids: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """SwiGLU of each row through its expert (``local_ids`` index ``w13``/``w2``), one torch._grouped_mm
+    per projection over the rows sorted by expert: (outputs in sorted order, the sort order)."""
+    order = torch.argsort(local_ids, stable=True)
+    counts = torch.zeros(w13.shape[0], dtype=torch.int32, device=rows.device)
+    counts.scatter_add_(0, local_ids, torch.ones_like(local_ids, dtype=torch.int32))
     offsets = torch.cumsum(counts, 0, dtype=torch.int32)
-    gate_up = torch._grouped_mm(h[token], w13.transpose(-2, -1), offs=offsets)
+    gate_up = torch._grouped_mm(rows[order], w13.transpose(-2, -1), offs=offsets)
     gate, up = gate_up.chunk(2, dim=-1)
-    down = torch._grouped_mm(F.silu(gate) * up, w2.transpose(-2, -1), offs=offsets)
+    return torch._grouped_mm(F.silu(gate) * up, w2.transpose(-2, -1), offs=offsets), order
+
+
+def routed_grouped(h: torch.Tensor, gate_w: torch.Tensor, gate_bias: torch.Tensor, w13: torch.Tensor,
+                   w2: torch.Tensor, top_k: int) -> torch.Tensor:
+    """The routed experts' weighted sum for each token of the normed ``h`` (moe_grouped's routed part)."""
+    ids, weights = select_experts(h, gate_w, gate_bias, top_k)
+    flat_ids = ids.reshape(-1)
+    token_of_slot = torch.arange(flat_ids.numel(), device=h.device) // top_k
+    down, order = grouped_experts(h[token_of_slot], flat_ids, w13, w2)
     down = down * weights.reshape(-1)[order].unsqueeze(-1).to(down.dtype)
     per_slot = torch.empty_like(down)
     per_slot[order] = down
-    return x + _combine(per_slot, x.shape[0], top_k) + _shared_expert(h, shared_w13, shared_w2)
+    return combine_slots(per_slot, h.shape[0], top_k)
 
 
-def _combine(per_slot: torch.Tensor, batch: int, top_k: int) -> torch.Tensor:
+def combine_slots(per_slot: torch.Tensor, batch: int, top_k: int) -> torch.Tensor:
     """Each token's top_k expert outputs (``[batch * top_k, hidden]``, token-major) summed in a fixed
     order. An index_add_ over tokens would add them with atomics on a GPU, in an order that changes
     from run to run: the rounding then differs, and a router near-tie in a later layer flips."""
@@ -351,12 +372,18 @@ def moe_loop(x: torch.Tensor, ffn_norm: torch.Tensor, gate_w: torch.Tensor, gate
     copy a layer), then runs two plain GEMMs for each expert that got tokens. The host read makes
     it uncapturable in a CUDA graph (spec validation refuses the combination)."""
     h = rms_norm(x, ffn_norm)
-    ids, weights = _route(h, gate_w, gate_bias, top_k)
+    return x + routed_loop(h, gate_w, gate_bias, w13, w2, top_k) + shared_expert(h, shared_w13, shared_w2)
+
+
+def routed_loop(h: torch.Tensor, gate_w: torch.Tensor, gate_bias: torch.Tensor, w13: torch.Tensor,
+                w2: torch.Tensor, top_k: int) -> torch.Tensor:
+    """moe_loop's routed part: the per-expert loop's weighted sum for each token of the normed ``h``."""
+    ids, weights = select_experts(h, gate_w, gate_bias, top_k)
     flat_ids = ids.reshape(-1)
     order = torch.argsort(flat_ids, stable=True)
     counts = torch.bincount(flat_ids, minlength=w13.shape[0]).tolist()
     flat_weights = weights.reshape(-1)
-    per_slot = torch.zeros(flat_ids.numel(), x.shape[-1], dtype=x.dtype, device=x.device)
+    per_slot = torch.zeros(flat_ids.numel(), h.shape[-1], dtype=h.dtype, device=h.device)
     start = 0
     for expert, count in enumerate(counts):
         if not count:
@@ -366,10 +393,10 @@ def moe_loop(x: torch.Tensor, ffn_norm: torch.Tensor, gate_w: torch.Tensor, gate
         gate, up = F.linear(h[slots // top_k], w13[expert]).chunk(2, dim=-1)
         down = F.linear(F.silu(gate) * up, w2[expert])
         per_slot[slots] = down * flat_weights[slots].unsqueeze(-1).to(down.dtype)
-    return x + _combine(per_slot, x.shape[0], top_k) + _shared_expert(h, shared_w13, shared_w2)
+    return combine_slots(per_slot, h.shape[0], top_k)
 
 
-def _shared_expert(h: torch.Tensor, shared_w13: torch.Tensor | None, shared_w2: torch.Tensor | None):
+def shared_expert(h: torch.Tensor, shared_w13: torch.Tensor | None, shared_w2: torch.Tensor | None):
     if shared_w13 is None:
         return torch.zeros_like(h)
     gate, up = F.linear(h, shared_w13).chunk(2, dim=-1)
@@ -419,7 +446,7 @@ EAGER = StepImpl(pre_attention, post_attention, moe_grouped)
 _COMPILED: dict[str, Callable] = {}
 
 
-def _compiled(fn: Callable) -> Callable:
+def compiled_once(fn: Callable) -> Callable:
     """One torch.compile wrapper per function for the whole process, so runs after the first reuse
     its compiled code (every layer passes tensors of the same shapes: no recompile per layer)."""
     if fn.__name__ not in _COMPILED:
@@ -440,8 +467,8 @@ def step_impl(moe: str = "grouped", compile: bool = False) -> StepImpl:
     moe_fn = {"grouped": moe_grouped, "loop": moe_loop}[moe]
     if not compile:
         return StepImpl(pre_attention, post_attention, moe_fn, moe, False)
-    return StepImpl(_compiled(pre_attention), _compiled(post_attention),
-                    _compiled(moe_grouped) if moe == "grouped" else moe_loop, moe, True)
+    return StepImpl(compiled_once(pre_attention), compiled_once(post_attention),
+                    compiled_once(moe_grouped) if moe == "grouped" else moe_loop, moe, True)
 
 
 def decode_step(x: torch.Tensor, layers: list[tuple[LayerWeights, LayerState]], shapes: RankShapes, attend: DecodeFn,

@@ -88,6 +88,12 @@ class BenchSpec(_Strict):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     model: ModelShape
     tp: int = Field(default=1, gt=0)
+    # false: this process runs rank 0's shapes of TP ``tp`` alone, no collective; true: one process per
+    # rank, joined by torch.distributed (NCCL on GPUs, gloo on the CPU), all-reduces where the model has them
+    distributed: bool = False
+    # expert parallelism: 1 (every rank holds every expert, FFN width split over tp) or tp (each rank holds
+    # experts / tp experts at full width; tokens dispatched to them and combined back by all-to-all)
+    ep: int = Field(default=1, gt=0)
     pad_heads_to: int | None = Field(default=64, gt=0)
     layers: int = Field(default=2, gt=0)
     experts: int | None = Field(default=None, gt=0)
@@ -136,6 +142,15 @@ class BenchSpec(_Strict):
             raise ValueError(
                 f"moe_intermediate {model.moe_intermediate} / tp {self.tp} must be a whole multiple of 8"
             )
+        if self.ep not in (1, self.tp):
+            raise ValueError(f"ep {self.ep} must be 1 or tp ({self.tp})")
+        if self.ep > 1 and self.cuda_graph:
+            raise ValueError("ep: the all-to-all split sizes are read on the host, which a CUDA graph cannot capture "
+                             "(cuda_graph must be false)")
+        if self.ep > 1 and not self.distributed:
+            raise ValueError(f"ep {self.ep}: expert parallelism needs distributed (one process per rank)")
+        if (self.experts or model.experts) % self.ep:
+            raise ValueError(f"experts {self.experts or model.experts} not divisible by ep {self.ep}")
         if self.layers > model.layers:
             raise ValueError(f"layers {self.layers} > model layers {model.layers}")
         longest = max(model.compress_ratios[i] for i in select_layers(model.compress_ratios, self.layers))
@@ -298,6 +313,9 @@ def rank_shapes(spec: BenchSpec) -> RankShapes:
 # Fields one run of a sweep may change; the rest (model, shapes, seed, device, batch sizes, steps)
 # are the sweep's, so that every run uses the weights the sweep built once.
 RUN_FIELDS = ("attention", "cuda_graph", "compile", "moe", "steps_per_graph", "delay_frac")
+# Fields a run of a distributed sweep may change as well: the processes hold the whole model's weights
+# and shard them for each (tp, ep) asked; a run at a tp below the sweep's runs on the first tp ranks.
+DISTRIBUTED_RUN_FIELDS = ("tp", "ep")
 
 
 class SweepRun(_Strict):
@@ -318,14 +336,19 @@ class SweepSpec(_Strict):
         if self.base.profile is not None:
             raise ValueError("base.profile: a sweep takes no profile (engine.bench does)")
         for i, run in enumerate(self.runs):
-            unknown = sorted(set(run.changes) - set(RUN_FIELDS))
+            fields = RUN_FIELDS + (DISTRIBUTED_RUN_FIELDS if self.base.distributed else ())
+            unknown = sorted(set(run.changes) - set(fields))
             if unknown:
-                raise ValueError(f"runs[{i}] ({run.label}): changes {unknown} are not per-run fields {list(RUN_FIELDS)}")
+                raise ValueError(f"runs[{i}] ({run.label}): changes {unknown} are not per-run fields {list(fields)}")
             try:
                 self.spec_of(i)
             except ValidationError as exc:
                 raise ValueError(f"runs[{i}] ({run.label}): {_first_error(exc)}") from None
         return self
+
+    def world(self) -> int:
+        """Processes the sweep runs in: the largest tp of its runs (1 unless distributed)."""
+        return max(self.spec_of(i).tp for i in range(len(self.runs))) if self.base.distributed else 1
 
     def spec_of(self, index: int) -> BenchSpec:
         """Run ``index``'s full bench spec (validated)."""

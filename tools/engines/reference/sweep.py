@@ -24,6 +24,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -53,7 +54,7 @@ class _NotRetried(RuntimeError):
         self.kind = kind
 
 
-def _failure(exc: BaseException) -> tuple[str, str]:
+def failure_of(exc: BaseException) -> tuple[str, str]:
     first = (str(exc).strip().splitlines() or [""])[0]
     if isinstance(exc, bench.NonFinite):
         kind = "non_finite"
@@ -68,7 +69,7 @@ def _failure(exc: BaseException) -> tuple[str, str]:
 
 # The file in the output folder where each run's record is written as soon as the run ends: a sweep
 # process that dies (a segfault, the OOM killer) leaves the runs it finished, and the agent goes on
-# from the next run in a new process (agent.engines.run_sweep).
+# from the next run in a new process (agent.engine_runs.run_sweep).
 PROGRESS_FILE = "sweep_runs.jsonl"
 # Fault injection for tests: a run whose environment sets this to 1 kills its own process, as a lever
 # that crashes the engine would.
@@ -84,12 +85,28 @@ def _progress(out_dir: Path | None, record: dict) -> None:
         os.fsync(handle.fileno())
 
 
-def run(spec: SweepSpec, out_dir: Path | None = None) -> dict:
+class OneProcess:
+    """The sweep's weights built once in this process, measured as engine.bench measures them."""
+
+    def __init__(self, spec: SweepSpec, device: torch.device):
+        self.device = device
+        self.shapes, self.weights = bench.build_weights(spec.base, device)
+
+    def setting(self, run_spec) -> dict:
+        return bench.setting_of(run_spec)
+
+    def rows(self, run_spec, env: dict[str, str], attend) -> list[dict]:
+        return [bench.measure(run_spec, self.shapes, self.weights, batch, self.device, attend)
+                for batch in run_spec.batch_sizes]
+
+
+def run(spec: SweepSpec, out_dir: Path | None = None, engine_of: Callable = OneProcess) -> dict:
     """Every run of ``spec`` in order; returns the result object (``ok`` true, ``runs`` one entry a
     run: label, ok, the run's setting and env, results (one row a batch size, as engine.bench's),
     wall_s; or error and kind). Weight building failures propagate (the CLI reports them). With
     ``out_dir``, the sweep's shared facts and then each run's record are appended to PROGRESS_FILE
-    there as they are known, and the file is removed when the sweep ends (the result holds it all)."""
+    there as they are known, and the file is removed when the sweep ends (the result holds it all).
+    ``engine_of(spec, device)`` builds the weights and measures a run (OneProcess, or a rank's)."""
     base = spec.base
     device = bench.resolve_device(base.device)
     interpreter = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
@@ -97,15 +114,16 @@ def run(spec: SweepSpec, out_dir: Path | None = None) -> dict:
     runs = []
     broken: dict[str, tuple[int, str, str]] = {}  # setting -> (run index, error, kind) of its first failure
     with torch.inference_mode():
-        shapes, weights = bench.build_weights(base, device)
+        engine = engine_of(spec, device)
+        shapes, device = engine.shapes, engine.device
         weights_s = time.perf_counter() - started
         _progress(out_dir, {"meta": _meta(base, shapes, device, interpreter, weights_s, len(spec.runs))})
         for i, entry in enumerate(spec.runs):
             run_spec = spec.spec_of(i)
             t0 = time.perf_counter()
-            record = {"label": entry.label, "env": dict(entry.env), **bench.setting_of(run_spec),
+            record = {"label": entry.label, "env": dict(entry.env), **engine.setting(run_spec),
                       "interpreter": interpreter and run_spec.attention in TRITON_BACKENDS}
-            key = json.dumps([bench.setting_of(run_spec), entry.env], sort_keys=True)
+            key = json.dumps([engine.setting(run_spec), entry.env], sort_keys=True)
             try:
                 if key in broken:
                     # a compile or backend that broke once breaks again: not paid for again in every round
@@ -115,8 +133,7 @@ def run(spec: SweepSpec, out_dir: Path | None = None) -> dict:
                     if os.environ.get(CRASH_ENV) == "1":
                         os.kill(os.getpid(), signal.SIGKILL)
                     attend = load_backend(run_spec.attention)
-                    rows = [bench.measure(run_spec, shapes, weights, batch, device, attend)
-                            for batch in run_spec.batch_sizes]
+                    rows = engine.rows(run_spec, entry.env, attend)
                 record.update(ok=True, results=rows)
                 summary = ", ".join(f"b{r['batch']} {r['step_ms']:.4g} ms" for r in rows)
             except Exception as exc:  # one run's failure is its result; the next run still runs
@@ -124,7 +141,7 @@ def run(spec: SweepSpec, out_dir: Path | None = None) -> dict:
                     kind, error = exc.kind, str(exc)
                 else:
                     traceback.print_exc(file=sys.stderr)
-                    kind, error = _failure(exc)
+                    kind, error = failure_of(exc)
                     if kind != "oom":  # out of memory may pass once the allocator is emptied; the rest repeat
                         broken[key] = (i, error, kind)
                 record.update(ok=False, error=error, kind=kind)
