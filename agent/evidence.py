@@ -122,6 +122,7 @@ class ProfileData(_Data):
     ncu_csv: str | None = None
     error: str | None = None  # why the trace could not be read (an incomplete profile)
     parallel: JSON | None = None  # a profile of several rank processes: each rank, the critical one (rank_balance)
+    critical: JSON | None = None  # several ranks: the rank whose trace the dominant kernel and the shares come from, and why
 
 
 # -- grid -----------------------------------------------------------------------------------------
@@ -150,6 +151,7 @@ class GridData(_Data):
     failures: list[str] = Field(default_factory=list)
     diagnosis: Diagnosis | None = None
     ncu: JSON | None = None
+    collective: bool = False  # the dominant kernel is a communication collective: no source to read
 
 
 # -- ceiling --------------------------------------------------------------------------------------
@@ -166,6 +168,7 @@ class CeilingData(_Data):
     published: JSON | None = None
     round: int = 1
     beaten_by: list[str] = Field(default_factory=list)
+    rank: JSON | None = None  # several ranks: the rank whose trace W, t_k and t_op come from, and why
 
 
 # -- gates, options, split-K, report -----------------------------------------------------------

@@ -61,3 +61,37 @@ def test_tp2_run_replays_byte_for_byte(tp2_run, tmp_path):
     for path in (tp2_run / "findings").iterdir():
         assert (tmp_path / "replay" / "findings" / path.name).read_bytes() == path.read_bytes()
     assert "replay identical" in out.stdout
+
+
+def test_ceiling_shares_and_window_come_from_one_ranks_trace(tp2_run):
+    """Audit of the TP2 report: W, t_k and t_op from the critical rank's trace alone (the merged trace sums the
+    ranks' windows and kernels), that rank named with why; the merged tables labelled as the overview."""
+    profile, ceiling = finding(tp2_run, "profile"), finding(tp2_run, "ceiling")
+    critical = profile["data"]["critical"]
+    assert critical["rank"] == str(profile["numbers"]["critical_rank"]["value"]) and critical["why"]
+    assert ceiling["data"]["rank"]["rank"] == critical["rank"] and f"rank {critical['rank']}" in ceiling["headline"]
+    rank = profile["data"]["summary"]["ranks"][critical["rank"]]
+    numbers = ceiling["numbers"]
+    t_k, window = numbers["kernel_ms"]["value"], numbers["window_ms"]["value"]
+    t_op = numbers["operation_ms"]["value"] if "operation_ms" in numbers else t_k
+    assert t_k <= t_op <= window
+    assert window == pytest.approx(rank["in_step_window_us"] / 1000)
+    assert t_k == pytest.approx(rank["kernels"][0]["total_us"] / 1000)
+    operation = profile["data"]["operation"]
+    if operation and operation.get("status") == "attributed":
+        assert operation["trace"] == critical["trace"]
+        assert sum(k["total_us"] for k in operation["kernels"]) / 1000 <= t_op * (1 + 1e-9)
+        assert operation["kernel_total_us"] == pytest.approx(t_k * 1000)
+    assert "merged" in profile["tables"][0]["title"] and "overview" in profile["tables"][0]["title"]
+
+
+def test_grid_reads_no_source_for_a_collective(tp2_run):
+    """A dominant communication collective has no kernel source: the grid step says so and tries no read."""
+    profile = finding(tp2_run, "profile")
+    dominant = profile["data"]["dominant"]
+    if not dominant or dominant["category"] != "communication":
+        pytest.skip(f"the dominant kernel is not a collective here: {dominant}")
+    grid = finding(tp2_run, "grid")
+    assert grid["verdict"] == "collective" and not grid["data"].get("failures")
+    assert "no kernel source" in grid["headline"] and "NCCL_PROTO" in grid["headline"]
+    assert "no definition of kernel" not in grid["headline"] and "failed" not in grid["labels"]

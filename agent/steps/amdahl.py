@@ -68,8 +68,12 @@ def profile_times(profile: Finding | Draft) -> dict[str, Any]:
     if op_ms is not None and op_ms < kernel_ms:
         op_ms = None  # an attribution that holds less than the kernel itself attributed nothing useful
     gaps = profile.numbers["between_steps_idle_ms"].value if "between_steps_idle_ms" in profile.numbers else None
-    windows = [w["window_us"] / 1000 for w in (profile.data.get("summary") or {}).get("merged", {}).get("step_windows") or []]
-    return {"steps": steps, "window_ms": window, "whole_ms": whole, "kernel_ms": kernel_ms, "operation_ms": op_ms,
+    # several ranks: the critical rank's windows, the trace its numbers come from (the merged ones sum the ranks')
+    critical = (profile.data.get("critical") or {}).get("rank")
+    summary = profile.data.get("summary") or {}
+    basis = summary.get("ranks", {}).get(critical, {}) if critical is not None else summary.get("merged", {})
+    windows = [w["window_us"] / 1000 for w in basis.get("step_windows") or []]
+    return {"rank": critical, "rank_why": (profile.data.get("critical") or {}).get("why"), "steps": steps, "window_ms": window, "whole_ms": whole, "kernel_ms": kernel_ms, "operation_ms": op_ms,
             "operation": operation, "timed_step_ms": profile.number("timed_step_ms"), "gaps_ms": gaps,
             "step_windows_ms": windows}
 

@@ -53,9 +53,12 @@ def compute_ceiling(state: InvestigationState, session: Session, target: Target)
                            "source": times["operation"].get("source")} if op_name else None),
             "operation_status": (times["operation"].get("status") or ("attributed" if op_name else "not attributed")),
             "bound": "operation" if op_name else "kernel"}
+    if times["rank"] is not None:
+        data["rank"] = {"rank": times["rank"], "why": times["rank_why"]}
     _published_case(target, numbers, data)
     kernel_text = f"the kernel alone {fmt_spread(kernel_x, kernel_spread)}x"
-    headline = (f"even an instant {what} gives {fmt_spread(bound_x, spread)}x"
+    on_rank = f"rank {times['rank']}'s trace ({times['rank_why']}): " if times["rank"] is not None else ""
+    headline = (on_rank + f"even an instant {what} gives {fmt_spread(bound_x, spread)}x"
                 + (f" ({kernel_text})" if op_name else "")
                 + f": {fmt(tok_s, '.3g')} -> {fmt_spread(best_tok_s, spread)} tok/s (projected), "
                 + ("reaching" if reachable else "short of") + f" the goal of {goal:.0f} tok/s "
@@ -96,10 +99,11 @@ def _numbers(target: Target, profile: Finding, times: dict[str, Any], kernel: st
     needed = speedup_needed(window, op_part if op_part is not None else part, goal / tok_s)
     seq = profile.numbers["setting_tok_s"].seqs
     ev = profile.evidence
+    on_rank = f", rank {times['rank']}'s trace alone" if times["rank"] is not None else ""
     numbers = {
         "window_ms": Number(value=window, unit="ms", label=f"W: GPU window inside the {steps} profiled steps"
-                            + (" (between-step gaps kept out)" if times["gaps_ms"] is not None else ""), seqs=ev),
-        "kernel_ms": Number(value=part, unit="ms", label=f"t_k: {kernel} in the profile", seqs=ev),
+                            + (" (between-step gaps kept out)" if times["gaps_ms"] is not None else "") + on_rank, seqs=ev),
+        "kernel_ms": Number(value=part, unit="ms", label=f"t_k: {kernel} in the profile{on_rank}", seqs=ev),
         "kernel_share": Number(value=part / window, unit="fraction", label="t_k / W", seqs=ev),
         "kernel_instant_x": Number(value=kernel_x, unit="x", label="the kernel instant: 1 / (1 - t_k/W)", seqs=ev, spread=kernel_spread),
         "timed_step_ms": Number(value=times["timed_step_ms"], unit="ms", label="T: the step of the layers run, timed without the profiler", seqs=seq),
@@ -113,7 +117,7 @@ def _numbers(target: Target, profile: Finding, times: dict[str, Any], kernel: st
         "profiled_step_ms": Number(value=times["whole_ms"] / steps, unit="ms", label="the profiled window a step, the profiler's gaps included", seqs=ev),
     }
     if op_part is not None:
-        numbers["operation_ms"] = Number(value=op_part, unit="ms", label=f"t_op: {op_name} (the kernel and the rest of its call) in the profile", seqs=ev)
+        numbers["operation_ms"] = Number(value=op_part, unit="ms", label=f"t_op: {op_name} (the kernel and the rest of its call) in the profile{on_rank}", seqs=ev)
         numbers["operation_share"] = Number(value=op_part / window, unit="fraction", label="t_op / W", seqs=ev)
         numbers["operation_instant_x"] = Number(value=operation_x, unit="x", label="the operation instant: 1 / (1 - t_op/W)", seqs=ev, spread=op_spread)
     if times["gaps_ms"] is not None:

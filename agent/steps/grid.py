@@ -11,6 +11,7 @@ from agent.session import Session
 from agent.state import InvestigationState, finding_for
 from agent.steps import Draft
 from agent.steps.diagnosis import diagnosis_summary, diagnosis_table, display_path, rewrite_estimate, stall_text
+from agent.steps.rank_balance import COMMUNICATION
 from schema.finding import Finding, Number, Table
 from tools.trace.launches import launch_durations, longest_position
 
@@ -152,7 +153,10 @@ def read_grid(state: InvestigationState, session: Session, target: Target) -> Dr
     survey = finding_for(state, "survey")
     profile = finding_for(state, "profile")
     box = survey.data["box"]
-    kernel = typed(profile).dominant.name
+    dominant = typed(profile).dominant
+    kernel = dominant.name
+    if dominant.category == COMMUNICATION:
+        return collective_finding(kernel, profile)
     source_root = survey.data["software"].get("sglang_dir")
     ncu = measure_ncu(session, target, box, profile, kernel)
     reports, seqs, failures, seq_of = _read_reports(session, target, box, profile, kernel, source_root, ncu)
@@ -212,6 +216,22 @@ def read_grid(state: InvestigationState, session: Session, target: Target) -> Dr
               "splitk_candidate": bool(candidates), "splitk_reason": reason, "splitk_estimate": estimate,
               "failures": failures, "ncu": ncu, **extra},
     )
+
+
+def collective_finding(kernel: str, profile: Finding) -> Draft:
+    """The grid finding of a dominant communication collective (NCCL kernel, gloo collective): it has no
+    kernel source, launch grid or serial loop to read, so no read is tried; the finding names what bounds
+    a collective instead, the communication levers."""
+    why = (f"{kernel} is a communication collective (trace category \"{COMMUNICATION}\"): it has no kernel source, "
+           "launch grid or serial loop to read, so none was looked for")
+    levers = ("the bytes each step all-reduces or exchanges and how often (the TP degree; expert parallelism, EP, "
+              "trades the all-reduce for all-to-all dispatch and combine), the collective's backend and, on NCCL, its "
+              "protocol and algorithm (NCCL_PROTO, NCCL_ALGO), overlap of communication with compute, and the rank "
+              "balance (time a rank waits in the collective for the critical rank)")
+    return Draft(verdict="collective", headline=f"{why}; look instead at {levers}", evidence=list(profile.evidence),
+                 data={"kernel": kernel, "splitk_candidate": False, "collective": True,
+                       "splitk_reason": "not offered: the dominant kernel is a communication collective, not a kernel "
+                                        "with a serial reduction loop"})
 
 
 def _read_reports(session: Session, target: Target, box: dict, profile: Finding, kernel: str, source_root: str | None,

@@ -14,7 +14,7 @@ from agent.state import InvestigationState, finding_for
 from agent.steps import Draft, StepFailed
 from agent.steps.attribution import SHOWN_KERNELS, attribute_dominant, short_name
 from agent.steps.measurements import interpretation_labels, throughput
-from agent.steps.rank_balance import rank_files, rank_part
+from agent.steps.rank_balance import critical_focus, rank_files, rank_part
 from reports.format import fmt
 from schema.finding import Number, Table
 from tools import trace
@@ -78,14 +78,19 @@ def profile_decode(state: InvestigationState, session: Session, target: Target) 
             numbers=run.numbers,
             data={"summary": summary_data, "dominant": None, "complete": False, "setting": run.setting_data},
         )
-    return _with_ranks(_ranked(session, target, run, summary, summary_data, labels), run, summary)
+    focus = critical_focus(summary, _timed_row(run), files)
+    return _with_ranks(_ranked(session, target, run, summary, summary_data, labels, focus), run, summary)
+
+
+def _timed_row(run: "_Profiled") -> dict[str, Any] | None:
+    """The engine's timed result at the profiled batch (each rank's step and the critical rank, when several ran)."""
+    return next((r for r in run.result["data"].get("results") or [] if r["batch"] == run.batch), None)
 
 
 def _with_ranks(draft: Draft, run: "_Profiled", summary) -> Draft:
     """A profile of several rank processes gets each rank's table, the communication share, the critical
     rank and the imbalance (rank_balance); one rank's is returned as it is."""
-    row = next((r for r in run.result["data"].get("results") or [] if r["batch"] == run.batch), None)
-    part = rank_part(summary, row, run.seq)
+    part = rank_part(summary, _timed_row(run), run.seq)
     if part is None:
         return draft
     numbers, tables, data = part
@@ -145,16 +150,20 @@ def _run_profiled(state: InvestigationState, session: Session, target: Target, d
 
 
 def _ranked(session: Session, target: Target, run: _Profiled, summary, summary_data: dict[str, Any],
-            labels: list[str]) -> Draft:
+            labels: list[str], focus: dict[str, Any] | None) -> Draft:
     """The profile of a readable, complete trace: the kernels ranked, the window's idle, the dominant
-    kernel (when one holds the target's dominant share) with its operation attributed."""
-    seq, batch, result, ref = run.seq, run.batch, run.result, run.ref
+    kernel (when one holds the target's dominant share) with its operation attributed. With several
+    ranks (``focus``, rank_balance.critical_focus) the dominant kernel, its operation, the window and
+    every share are the critical rank's, from its own trace; the merged tables stay as the overview."""
+    seq, batch, result = run.seq, run.batch, run.result
+    ref = run.refs[focus["file"]] if focus else run.ref
     host_ranges = summary.kind == "cpu-host"
-    merged = summary.merged
+    merged = focus["summary"] if focus else summary.merged
     steps = merged.steps or run.trace_info.get("steps") or target.profile.steps
-    top = trace.dominant(summary, target.thresholds.dominant_share)
+    top = _rank_dominant(summary, merged, target.thresholds.dominant_share) if focus else trace.dominant(summary, target.thresholds.dominant_share)
     unit = "host range" if host_ranges else "kernel"
-    headline = _headline(target, merged, top, steps, batch, run.setting.label, host_ranges)
+    headline = ((f"rank {focus['rank']} ({focus['why']}): " if focus else "")
+                + _headline(target, merged, top, steps, batch, run.setting.label, host_ranges))
     numbers = {
         "kernel_ms": Number(value=merged.kernel_time_us / 1000, unit="ms", label=f"sum of {unit} durations", seqs=seq),
         "idle_ms": Number(value=merged.idle_us / 1000, unit="ms", label="GPU idle inside the profiled window", seqs=seq),
@@ -177,18 +186,21 @@ def _ranked(session: Session, target: Target, run: _Profiled, summary, summary_d
             headline += (f"; its operation {operation['name']} (the call that launches it) is "
                          f"{fmt(operation['total_us'] / 1000, '.3g')} ms")
             tables.append(operation_table)
-    categories = [[name, total / 1000, total / merged.kernel_time_us if merged.kernel_time_us else 0.0]
-                  for name, total in sorted(merged.categories.items(), key=lambda item: -item[1])]
+    overview = summary.merged
+    categories = [[name, total / 1000, total / overview.kernel_time_us if overview.kernel_time_us else 0.0]
+                  for name, total in sorted(overview.categories.items(), key=lambda item: -item[1])]
+    merged_title = " (the ranks merged: the overview; the numbers above are rank " + focus["rank"] + "'s)" if focus else ""
+    critical = {"critical": {"rank": focus["rank"], "why": focus["why"], "trace": ref["path"]}} if focus else {}
     return Draft(
         headline=headline,
         verdict="dominant-kernel" if top else "no-dominant-kernel",
         numbers=numbers,
         tables=[
-            Table(title=f"Top {unit}s", columns=["name", "category", "calls", "total ms", "mean us", "share"],
+            Table(title=f"Top {unit}s{merged_title}", columns=["name", "category", "calls", "total ms", "mean us", "share"],
                   rows=[[short_name(k.name), k.category, k.calls, k.total_us / 1000, k.mean_us, k.share]
-                        for k in merged.kernels[:SHOWN_KERNELS]],
+                        for k in overview.kernels[:SHOWN_KERNELS]],
                   note="host ranges under the Triton CPU interpreter, not GPU kernels" if host_ranges else ""),
-            Table(title="Categories", columns=["category", "total ms", "share"], rows=categories),
+            Table(title="Categories" + merged_title, columns=["category", "total ms", "share"], rows=categories),
             *tables,
         ],
         artifacts={"trace": ref["path"], **({"eager_trace": eager["file"]} if eager else {})},
@@ -207,8 +219,17 @@ def _ranked(session: Session, target: Target, run: _Profiled, summary, summary_d
             "setting": run.setting_data,
             "operation": operation,
             "eager_summary": eager,
+            **critical,
         },
     )
+
+
+def _rank_dominant(summary, rank, min_share: float):
+    """trace.dominant over one rank's table: its top kernel when it holds at least ``min_share`` of the rank's time."""
+    if summary.cuda_graph.hidden or not rank.kernels or trace.NO_KERNELS_NOTE in summary.notes:
+        return None
+    top = rank.kernels[0]
+    return top if top.share is not None and top.share >= min_share else None
 
 
 def _setting_numbers(target: Target, device: str, setting: Setting, measured: dict[str, float],

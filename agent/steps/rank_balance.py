@@ -58,3 +58,24 @@ def rank_part(summary, row: dict[str, Any] | None, seq: list[int]) -> tuple[dict
             "critical_rank": (row or {}).get("critical_rank"), "imbalance": (row or {}).get("imbalance"),
             "communication_share": share}
     return numbers, [table, *per_rank], data
+
+
+def critical_focus(summary, row: dict[str, Any] | None, files: list[str]) -> dict[str, Any] | None:
+    """The rank whose trace the dominant kernel, its operation and the ceiling's shares and window come
+    from, for a profile of several ranks (None for one): the critical rank of the engine's timed run
+    (the most busy: the others wait for it in the collectives), else, without one, the rank whose
+    trace holds the most time outside communication. A merged trace sums the ranks' windows and
+    kernels, so a share of it mixes one rank's operation with two ranks' time. Returns the rank's
+    key, why it was chosen, its summary and the trace file (of ``files``) that holds it."""
+    if len(summary.ranks) < 2:
+        return None
+    timed = (row or {}).get("critical_rank")
+    if timed is not None and str(timed) in summary.ranks:
+        key = str(timed)
+        why = "critical: the most busy a step in the timed run, the others wait for it in the collectives"
+    else:
+        key = max(sorted(summary.ranks, key=rank_sort_key),
+                  key=lambda k: summary.ranks[k].kernel_time_us - summary.ranks[k].categories.get(COMMUNICATION, 0.0))
+        why = "the most time outside communication in its trace; the timed run named no critical rank"
+    file = next(name for name, traced in zip(files, summary.files) if key in traced.ranks)
+    return {"rank": key, "why": why, "summary": summary.ranks[key], "file": file}
