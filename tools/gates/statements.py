@@ -112,18 +112,13 @@ class Statements:
         labels, arch = uncertainty(value) if truth is None else (frozenset(), False)
         if truth is None and not labels:
             labels = frozenset([text(test)])
-        if truth is not False:
+        for taken, block in ((True, body), (False, orelse)):
+            if truth is not None and truth is not taken:
+                continue
             branch = dict(state)
             if truth is None:
-                self.refine(test, True, branch)
-            r, l = self.exec_block(body, [branch], frame)
-            returns.extend(tag(v, labels, arch) if truth is None else v for v in r)
-            live.extend(l)
-        if truth is not True:
-            branch = dict(state)
-            if truth is None:
-                self.refine(test, False, branch)
-            r, l = self.exec_block(orelse, [branch], frame)
+                self.refine(test, taken, branch)
+            r, l = self.exec_block(block, [branch], frame)
             returns.extend(tag(v, labels, arch) if truth is None else v for v in r)
             live.extend(l)
         return returns, live
