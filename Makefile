@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TARGET ?= dsv4-flash
 DECIDE ?= auto
 
-.PHONY: setup investigate test
+.PHONY: setup setup-ssh-tests investigate test
 setup: $(VENV)/.installed
 
 # torch is pinned to the CPU build that lies on this kind of machine (an unpinned torch pulls a
@@ -22,5 +22,16 @@ $(VENV)/.installed: pyproject.toml
 investigate: setup
 	$(PY) -m agent investigate $(TARGET) --decide $(DECIDE)
 
-test: setup
+# The SSH box's tests run a real sshd on loopback as box users of their own (scripts/sshd_harness.py):
+# Debian's openssh-server and acl (to deny those users the checkout), and the users' Python
+# environments, built once into /var/cache/perf-investigator/box-envs (a few minutes the first time).
+setup-ssh-tests: setup
+	@if [ "$$(id -u)" != 0 ]; then echo "setup-ssh-tests: not root, so no sshd or box users: the SSH box's tests will skip"; \
+	else \
+		{ test -x /usr/sbin/sshd && test -x /usr/bin/setfacl && test -x /usr/bin/ssh-agent && /usr/bin/python3 -c "import ensurepip"; } || \
+		{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q openssh-server openssh-client acl python3-venv; } && \
+		$(PY) scripts/sshd_harness.py envs; \
+	fi
+
+test: setup setup-ssh-tests
 	$(PY) -m pytest -q

@@ -21,12 +21,12 @@ DEFAULT_RUNS = Path(os.environ.get("PERF_INVESTIGATOR_RUNS", "runs"))
 
 
 def _box(args):
-    from agent.box.local import LocalBox
+    from agent.box.choice import BoxChoiceError, box_from_args
 
-    if args.box != "local":
-        raise SystemExit(_fail(f"--box {args.box}: only 'local' is built so far (SSH boxes come later)",
-                               exitcodes.BAD_INPUT, args))
-    return LocalBox(python=args.box_python)
+    try:
+        return box_from_args(args)
+    except BoxChoiceError as exc:
+        raise SystemExit(_fail(str(exc), exitcodes.BAD_INPUT, args)) from None
 
 
 def error_line(message: str) -> None:
@@ -140,6 +140,7 @@ def cmd_investigate(args) -> int:
                                          run_id=args.run_id, argv=sys.argv[1:], budget=args.budget)
     finally:
         progress.close()  # before the outcome prints: the live line is erased, not left above it
+        getattr(box, "close", lambda: None)()  # an SSH box: its directory on the host, its connection
     return _report(outcome, args)
 
 
@@ -273,6 +274,8 @@ def _json_flag(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from agent.box.choice import add_box_arguments
+
     parser = Parser(prog="python -m agent", description="Investigate why an LLM deployment is far from its throughput goal.")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -283,8 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--decide", choices=["auto", "splitk", "stop"], help="answer the options step without a prompt")
     p.add_argument("--runs-dir", default=str(DEFAULT_RUNS), help="where runs are written (default: %(default)s)")
     p.add_argument("--run-id", help="name of the run directory (default: TARGET-UTCSTAMP-RANDOM)")
-    p.add_argument("--box", default="local", help="the machine to measure (default: local)")
-    p.add_argument("--box-python", help="Python interpreter on the box (default: this one)")
+    add_box_arguments(p)
     p.add_argument("--engine", choices=["reference", "sglang"], help="engine (default: the target's)")
     p.add_argument("--budget", choices=["quick", "normal"], default=None,
                    help="quick halves the lever sweep's rounds (wider intervals) for a shorter run; recorded in the "

@@ -22,7 +22,9 @@ from langgraph.types import Command
 
 from agent import consistency, redact
 from agent.box.catalog import run_tool
+from agent.box.choice import agent_end
 from agent.box.interface import Box
+from agent.box.ssh_client import BoxUnreachable
 from agent.config import Target, TargetError, load_target, parse_target, with_budget
 from agent.engine_runs import backend_for, baseline
 from agent.graph import RunContext, build_graph
@@ -65,8 +67,16 @@ class BadInput(Exception):
 
 
 def preflight(target: Target, box: Box) -> None:
-    """Check, before any run exists, that the box can run this target at all."""
-    record, raw = run_tool(box, "box.survey", {})
+    """Check, before any run exists, that the box can be reached and can run this target at all (an
+    SSH box says everything its host lacks in one line)."""
+    blockers = getattr(box, "blockers", None)
+    try:
+        lacking = blockers() if blockers is not None else None
+        if lacking:
+            raise BadInput(lacking)
+        record, raw = run_tool(box, "box.survey", {})
+    except BoxUnreachable as exc:
+        raise BadInput(f"the box cannot be reached: {exc}") from None
     raw.cleanup()
     if not record["ok"]:
         raise BadInput(f"the box cannot be surveyed: {record['error']}")
@@ -99,16 +109,17 @@ def investigate(target_ref: str, runs_dir: Path, box: Box, decide: str | None, a
         check_runs_dir(runs_dir)
         preflight(target, box)
         run = RunDir.create(runs_dir, run_id or new_run_id(target))
+        _attach(box, run)
     except (TargetError, RunDirError, BadInput) as exc:
         return Outcome("bad-input", str(exc), exit_code=2)
     log = RunLog.create(run.log_path)
     run.lock()
     try:
         first = log.append("run_start", format=FORMAT, target_name=target.name, target_path=str(target_path),
-                           target=target.model_dump(mode="json"), box=box.describe(), decide=decide,
-                           argv=argv or [], python=sys.version.split()[0])
+                           target=target.model_dump(mode="json"), box=box.describe(), agent=agent_end(),
+                           decide=decide, argv=argv or [], python=sys.version.split()[0])
         state0 = {"run_id": run.root.name, "started": first["ts"], "target": target.model_dump(mode="json"),
-                  "box": box.describe(), "findings": [], "decision": None}
+                  "box": box.describe(), "agent": first["agent"], "findings": [], "decision": None}
         log.append("initial_state", state=state0)
     except JournalWriteError as exc:
         run.unlock()
@@ -149,13 +160,21 @@ def resume(run_ref: str | Path, box: Box, decide: str | None, ask: Ask | None = 
         finally:
             run.unlock()
         return Outcome("done", f"run {run.root.name} is already finished", run.root, 0)
+    _attach(box, run)
     try:
-        log.append("attempt_start", box=box.describe(), decide=decide)
+        log.append("attempt_start", box=box.describe(), agent=agent_end(), decide=decide)
     except JournalWriteError as exc:
         run.unlock()
         return Outcome("failed", str(exc), run.root, 1)
     session = LiveSession(run, log, box, progress, secrets=redact.secrets_for_resume(events))
     return drive(run, session, log, state0, decide, ask, resuming=True)
+
+
+def _attach(box: Box, run: RunDir) -> None:
+    """An SSH box keeps its directory on the host per run: named by the run's id, so a resume finds it."""
+    attach = getattr(box, "attach", None)
+    if attach is not None:
+        attach(run.root.name)
 
 
 def _same_target(target_ref: str, run: RunDir, state0: dict) -> None:
@@ -265,6 +284,10 @@ def drive(run: RunDir, session: Session, log: RunLog, state0: dict, decide: str 
         note = _end_run(run, log, findings_now, "failed", step=session.step, message=str(exc))
         return Outcome("failed", f"{session.step or 'run'}: {exc}{note} (resume with: python -m agent investigate "
                        f"--resume {run.root})", run.root, 1)
+    except BoxUnreachable as exc:  # the box went (or never came back): nothing it ran is lost, the call re-runs
+        note = _end_run(run, log, findings_now, "failed", step=session.step, message=str(exc))
+        return Outcome("failed", f"{session.step or 'run'}: {exc}{note} (when the box is back, resume with: python -m "
+                       f"agent investigate --resume {run.root} --box ...)", run.root, 1)
     except KeyboardInterrupt:
         note = _end_run(run, log, findings_now, "interrupted", step=session.step, message="interrupted by the user")
         return Outcome("interrupted", f"interrupted{note}; resume with: python -m agent investigate --resume {run.root}",

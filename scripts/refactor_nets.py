@@ -14,6 +14,7 @@ Paths in the output are written relative to the repository (`<repo>/...`) or the
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
@@ -102,6 +103,22 @@ def run_case(args: list[str]) -> dict:
             else _normalize(proc.stdout), "stderr_last": _normalize(proc.stderr.strip().splitlines()[-1]) if proc.stderr.strip() else ""}
 
 
+GZIP_ABOVE = 256 * 1024  # characters of a capture above which it is stored gzipped
+
+
+def captures() -> dict[str, Path]:
+    """Each captured case's file by case name (``NAME.json`` or ``NAME.json.gz``)."""
+    return {p.name.split(".json")[0]: p for p in NETS.iterdir() if p.name.endswith((".json", ".json.gz"))}
+
+
+def load_capture(name: str) -> dict:
+    path = captures()[name]
+    if path.suffix == ".gz":
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            return json.load(handle)
+    return json.loads(path.read_text())
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 1 or argv[0] not in ("capture", "check"):
         print(__doc__, file=sys.stderr)
@@ -113,12 +130,18 @@ def main(argv: list[str]) -> int:
         if only and name not in only:
             continue
         got = run_case(args)
-        path = NETS / f"{name}.json"
         if argv[0] == "capture":
-            path.write_text(json.dumps({"args": args[:1] + [_normalize(a) for a in args[1:]], **got}, indent=1, sort_keys=True) + "\n")
+            text = json.dumps({"args": args[:1] + [_normalize(a) for a in args[1:]], **got}, indent=1, sort_keys=True) + "\n"
+            for old in NETS.glob(f"{name}.json*"):
+                old.unlink()
+            if len(text) > GZIP_ABOVE:  # the gate scans' captures: gzip keeps the repository (and a device copy) small
+                with gzip.open(NETS / f"{name}.json.gz", "wt", encoding="utf-8") as handle:
+                    handle.write(text)
+            else:
+                (NETS / f"{name}.json").write_text(text)
             print(f"captured {name} (rc {got['rc']})", flush=True)
         else:
-            want = json.loads(path.read_text())
+            want = load_capture(name)
             if {k: want[k] for k in ("rc", "stdout", "stderr_last")} != got:
                 changed.append(name)
                 print(f"changed: {name}", flush=True)

@@ -20,13 +20,13 @@ CASES = refactor_nets.cases()
 
 
 def test_every_case_has_a_capture_and_every_capture_a_case():
-    assert {p.stem for p in refactor_nets.NETS.glob("*.json")} == set(CASES)
+    assert set(refactor_nets.captures()) == set(CASES)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_tool_output_is_what_was_captured(name):
-    want = json.loads((refactor_nets.NETS / f"{name}.json").read_text())
+    want = refactor_nets.load_capture(name)
     got = refactor_nets.run_case(CASES[name])
     assert got["rc"] == want["rc"] == 0, got["stderr_last"]
     assert got["stdout"] == want["stdout"]

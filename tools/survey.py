@@ -91,7 +91,8 @@ def survey() -> dict:
     gpus, gpu_note = _gpus()
     sglang_dir = _package_dir("sglang")
     return {
-        "host": {"platform": platform.platform(), "machine": platform.machine(), "cpus": os.cpu_count(),
+        "host": {"name": platform.node(), "platform": platform.platform(), "machine": platform.machine(),
+                 "cpus": os.cpu_count(),
                  "memory_gib": _memory_gib(), "python": sys.version.split()[0]},
         "gpus": gpus,
         "gpu_note": gpu_note,

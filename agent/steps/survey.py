@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from agent.box.choice import ends_rows
 from agent.config import Target
 from agent.session import Session
 from agent.state import InvestigationState
@@ -78,6 +79,8 @@ def survey_box(state: InvestigationState, session: Session, target: Target) -> D
         ["sglang", software.get("sglang") or "missing", "-"],
         ["flash_mla", software.get("flash_mla") or "missing", "-"],
     ]
+    if state.get("agent"):  # a run recorded before the agent's end was (a shipped example) replays unchanged
+        rows += ends_rows(state["agent"], {**(state.get("box") or {}), "host": survey["host"].get("name")})
     rates = rate_numbers(survey.get("rates") or {}, seq)
     if rates:
         rows += [["copy bandwidth (measured)", f"{rates['copy_gb_s'].value:.4g} GB/s", "-"],

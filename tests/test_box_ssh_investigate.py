@@ -1,0 +1,147 @@
+"""The investigation over SSH (issue #13's Must show), against a real sshd on loopback
+(scripts/sshd_harness.py): ``investigate --box ssh://...`` reports what a local run does, finding for
+finding; its replay needs no server; a server killed mid-run stops the run resumable and ``--resume``
+reconnects and finishes it; a host without torch is one line before any run exists."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import DATA, ROOT, agent, events, findings, only_run
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import sshd_harness as harness  # noqa: E402
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0 or not Path("/usr/sbin/sshd").exists() or not shutil.which("setfacl"),
+                       reason="needs root, openssh-server and acl (make setup-ssh-tests)"),
+]
+
+
+@pytest.fixture(scope="module")
+def sshd():
+    envs = {harness.FULL_USER: harness.build_env("full"), harness.BARE_USER: harness.build_env("bare")}
+    for user in envs:
+        harness.ensure_user(user)
+    server = harness.SSHD(Path(tempfile.mkdtemp(prefix="pi-sshd-")), envs).start()
+    server.record_host_key()
+    # the user key is offered by an agent, as a user's would be: the command line names no key
+    sock = server.root / "agent.sock"
+    keys = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while not sock.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    subprocess.run(["ssh-add", str(server.user_key)], env={**os.environ, "SSH_AUTH_SOCK": str(sock)}, check=True,
+                   capture_output=True)
+    server.agent_env = {"SSH_AUTH_SOCK": str(sock)}
+    yield server
+    keys.kill()
+    keys.wait()
+    server.kill()
+    shutil.rmtree(server.root, ignore_errors=True)
+
+
+def box_args(sshd, user=harness.FULL_USER) -> list[str]:
+    return ["--box", f"ssh://{user}@127.0.0.1:{sshd.port}", "--box-known-hosts", str(sshd.known_hosts)]
+
+
+# Verdicts that hold a measured interval against a prediction: timings decide them, on any box.
+TIMED_VERDICTS = {"prediction-holds", "prediction-missed", "model-failed", "written"}
+
+
+def shape(finding: dict) -> dict:
+    """A finding with what its timings decide masked: what a run on the same machine must repeat — the
+    step, labels, which numbers and tables it has, its verdict and its headline with the values masked
+    (except where timings judge a prediction: then which verdict, and the headline saying it, is timing
+    too; and which rows a table ranks by time is timing too)."""
+    def mask(text: str) -> str:
+        return re.sub(r"\d[\d,]*(\.\d+)?(e[-+]?\d+)?", "#", text)
+    timed = finding["verdict"] in TIMED_VERDICTS
+    return {"step": finding["step"], "verdict": "timed" if timed else finding["verdict"], "labels": finding["labels"],
+            "headline": "timed" if timed else mask(finding["headline"]), "numbers": sorted(finding["numbers"]),
+            "tables": [(mask(t["title"]), t["columns"]) for t in finding["tables"]]}
+
+
+@pytest.fixture(scope="module")
+def ssh_dsv4_run(sshd, tmp_path_factory) -> Path:
+    runs = tmp_path_factory.mktemp("runs-ssh-dsv4")
+    out = agent("investigate", "dsv4-flash", *box_args(sshd), "--runs-dir", runs, "--decide", "auto", env=sshd.agent_env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return only_run(runs)
+
+
+def test_an_investigation_over_ssh_reports_what_a_local_one_does(ssh_dsv4_run, dsv4_run):
+    over_ssh, local = findings(ssh_dsv4_run), findings(dsv4_run)
+    assert [shape(f) for f in over_ssh] == [shape(f) for f in local]
+    tools = [e for e in events(ssh_dsv4_run) if e["kind"] == "tool_result"]
+    assert tools and all(e["ok"] for e in tools)
+    start = next(e for e in events(ssh_dsv4_run) if e["kind"] == "run_start")
+    assert start["box"]["kind"] == "ssh" and start["box"]["target"] == f"{harness.FULL_USER}@127.0.0.1:{start['box']['target'].rsplit(':', 1)[1]}"
+
+
+def test_the_survey_records_both_ends(ssh_dsv4_run, dsv4_run):
+    def ends(run: Path) -> dict:
+        return {row[0]: row[1] for row in findings(run)[0]["tables"][0]["rows"] if row[0] in ("agent runs on", "box reached")}
+    over_ssh, local = ends(ssh_dsv4_run), ends(dsv4_run)
+    assert over_ssh["agent runs on"] == local["agent runs on"] and f"python {sys.version.split()[0]})" in local["agent runs on"]
+    assert over_ssh["box reached"].startswith(f"over SSH as {harness.FULL_USER}@127.0.0.1:")
+    assert local["box reached"].startswith("this machine (host ")
+
+
+def test_replay_of_the_ssh_run_needs_no_server(ssh_dsv4_run, sshd, tmp_path):
+    sshd.kill()
+    try:
+        out = agent("replay", ssh_dsv4_run, "--out", tmp_path / "replay")
+        assert out.returncode == 0, out.stderr[-3000:]
+        assert (tmp_path / "replay" / "PROFILE_FINDINGS.md").read_bytes() == (ssh_dsv4_run / "PROFILE_FINDINGS.md").read_bytes()
+    finally:
+        sshd.start()
+
+
+def test_a_server_killed_mid_run_stops_it_resumable_and_resume_reconnects(sshd, other_run, tmp_path):
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen([sys.executable, "-m", "agent", "investigate", DATA / "targets" / "other-shapes.yaml",
+                             *box_args(sshd), "--runs-dir", runs, "--decide", "stop"], cwd=ROOT,
+                            env={**os.environ, **sshd.agent_env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline:
+        logs = list(runs.glob("*/log.jsonl")) if runs.exists() else []
+        if logs and any(e["kind"] == "tool_call" and e["step"] == "levers" for e in events(logs[0].parent)):
+            break
+        time.sleep(0.2)
+    else:
+        proc.kill()
+        pytest.fail("the run never reached the levers step")
+    time.sleep(1.0)
+    sshd.kill()  # the server and every session: the lever sweep's connection drops mid-call
+    _, stderr = proc.communicate(timeout=120)
+    last = stderr.strip().splitlines()[-1]  # the lines above it are the progress
+    assert proc.returncode == 1 and last.startswith("error: levers: the connection to the box went during the call"), stderr
+    assert "--resume" in last
+    run = only_run(runs)
+    assert json.loads(agent("runs", "--runs-dir", runs, "--json").stdout)[0]["status"] == "failed"
+    sshd.start()
+    done = agent("investigate", "--resume", run, *box_args(sshd), "--decide", "stop", env=sshd.agent_env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert [shape(f) for f in findings(run)] == [shape(f) for f in findings(other_run)]
+    log = events(run)
+    assert sum(1 for e in log if e["kind"] == "tool_call" and e["tool"] == "box.survey") == 1  # survey not redone
+
+
+def test_a_host_without_torch_is_one_line_before_any_run(sshd, tmp_path):
+    runs = tmp_path / "runs"
+    out = agent("investigate", "dsv4-flash", *box_args(sshd, harness.BARE_USER), "--runs-dir", runs, env=sshd.agent_env)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert out.stderr.startswith("error: the box") and all(name in out.stderr for name in ("torch", "triton", "sglang"))
+    assert not runs.exists() or not any(runs.iterdir())
