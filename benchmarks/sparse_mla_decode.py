@@ -8,7 +8,13 @@
           cache larger than L2, index sets rotated); do_bench medians beside them; GB/s, TFLOP/s,
           fraction of the floor (bytes / copy bandwidth and FLOPs / matmul rate, both measured here).
 --sweep   tile configurations and split counts of the rewrite at a few shapes (each checked first).
---matrix  the correctness matrix: B in {1, 3, 16, 64} x top-k in {128, 512, 2048} x H in {16, 64}.
+--matrix  the correctness matrix: B in {1, 3, 16, 64} x top-k in {128, 512, 2048} x H in {16, 64}; four
+          variants a shape: check.VARIANTS' three and ``clustered_two_caches`` (benchmarks/sparse_mla_grid.py:
+          clustered_case, the top-k pattern generator's runs inside each row's own context).
+--grid    B in {1, 2, 3, 4, 8, 16, 24, 32, 48, 64, 96, 128} x top-k in {512, 768, 1024, 1536, 2048} x
+          {uniform, clustered} indices x {one cache, window + compressed}, warm and cold, rewrite, FlashMLA and
+          upstream at every cell (benchmarks/sparse_mla_grid.py); --grid-budget-s stops starting cells after
+          that many seconds (the skipped ones are listed); writes ``sparse_mla_decode_grid.json``.
 
 Writes ``sparse_mla_decode.json`` (raw samples, device, clocks, driver, versions, git revision)
 under --out and prints a short table last. Performance goals live here, not in tests:
@@ -41,6 +47,8 @@ from tools.kernels import dsv4_cache, upstream  # noqa: E402
 from tools.kernels import sparse_mla_decode as smd  # noqa: E402
 from tools.kernels.splitk import check, timing  # noqa: E402
 from tools.kernels.splitk import tiles  # noqa: E402
+
+import sparse_mla_grid  # noqa: E402  (beside this file)
 
 HEADS = 64
 PAGE = 64
@@ -318,6 +326,9 @@ def run_matrix() -> list[dict]:
         for topk in (128, 512, 2048):
             for batch in (1, 3, 16, 64):
                 res = check.run_check(batch, topk, heads, "cuda", seed)
+                res["variants"]["clustered_two_caches"] = sparse_mla_grid.check_clustered(batch, topk, heads, "cuda",
+                                                                                         seed + 3000)  # fmt: skip
+                res["ok"] = all(v["ok"] for v in res["variants"].values())
                 seed += 1
                 rows.append(res)
                 log(f"matrix B={batch} topk={topk} H={heads}: ok={res['ok']}")
@@ -329,6 +340,9 @@ def main() -> int:
     parser.add_argument("--table", action="store_true")
     parser.add_argument("--sweep", action="store_true")
     parser.add_argument("--matrix", action="store_true")
+    parser.add_argument("--grid", action="store_true")
+    parser.add_argument("--grid-budget-s", type=float, default=330.0)
+    parser.add_argument("--grid-shapes", default="", help="e.g. '64x2048,1x512' (default: the whole grid)")
     parser.add_argument("--sweep-configs", default="", help="comma-separated names of SWEEP_CONFIGS")
     parser.add_argument("--sweep-shapes", default="", help="e.g. '64x2048:1,2;1x512:8,16'")
     parser.add_argument("--probe", default="", help="run one SWEEP_CONFIGS entry --iters times (for ncu) and exit")
@@ -371,6 +385,14 @@ def main() -> int:
         fm, fm_error = load_flashmla()
         result["flashmla_error"] = fm_error
         result["table"] = run_table(ceil, fm, fm_error)
+    if args.grid:
+        fm, fm_error = load_flashmla()
+        result["flashmla_error"] = fm_error
+        result["env"]["flash_mla_version"] = getattr(fm, "__version__", None)
+        args.out.mkdir(parents=True, exist_ok=True)
+        shapes = [tuple(int(x) for x in item.split("x")) for item in args.grid_shapes.split(",")] if args.grid_shapes else None
+        result["grid"] = sparse_mla_grid.run_grid(ceil, fm, fm_error, args.grid_budget_s,
+                                                  args.out / "grid_partial.json", shapes)  # fmt: skip
     if args.matrix:
         result["matrix"] = run_matrix()
         result["matrix_ok"] = all(r["ok"] for r in result["matrix"])
@@ -378,7 +400,7 @@ def main() -> int:
                                               "--format=csv"])  # fmt: skip
     result["wall_s"] = time.time() - t0
     args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / "sparse_mla_decode.json"
+    path = args.out / ("sparse_mla_decode_grid.json" if args.grid else "sparse_mla_decode.json")
     path.write_text(json.dumps(result, indent=1, sort_keys=True, default=str))
     print_summary(result)
     log(f"wrote {path}")
@@ -386,6 +408,12 @@ def main() -> int:
 
 
 def print_summary(result: dict) -> None:
+    if "grid" in result:
+        cells = result["grid"]["cells"]
+        print(f"grid: {len(cells)} cells, {len(result['grid']['skipped'])} skipped, {result['grid']['wall_s']:.0f} s")
+        for cell in cells:
+            if cell.get("flashmla_faster") or (cell["batch"], cell["topk"]) == (64, 2048):
+                print(sparse_mla_grid.summary_line(cell))
     for entry in result.get("sweep", []):
         times = " ".join(f"{t['batch']}x{t['topk']}/S{t['splits']}:{t['us']:.1f}" for t in entry["timings"])
         print(f"sweep {entry['name']:20s} ok={entry.get('ok')} {entry.get('error', '')[:80]} {times}")

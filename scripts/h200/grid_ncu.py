@@ -1,0 +1,55 @@
+"""Calls of a few grid cells inside one NVTX range, for Nsight Compute (scripts/h200/grid_ncu.sh).
+
+Each (cell, implementation) is called twice outside the range (compilation, FlashMLA's scheduling
+metadata) and once inside ``ncu_grid``; the order of the profiled calls is printed, so the report's
+kernels can be told apart (the rewrite with another tile config also has other kernel names).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
+
+import torch  # noqa: E402
+
+import sparse_mla_grid as g  # noqa: E402
+from tools.kernels.splitk import tiles  # noqa: E402
+
+# (batch, top-k, pattern, form): the largest one-cache gap, a two-cache gap with LARGE_WS on both caches,
+# the two-cache dispatch gap (MEDIUM by the window's width) and the headline shape.
+CELLS = [(96, 512, "clustered", "one_cache"), (48, 512, "clustered", "two_cache"),
+         (32, 2048, "clustered", "two_cache"), (64, 2048, "clustered", "one_cache")]  # fmt: skip
+
+
+def main() -> int:
+    import flash_mla
+
+    caches = {"compressed": g.fill_cache(g.REGIONS * g.CONTEXT, g.PAGE, 11),
+              "window": g.fill_cache(g.WINDOW_PAGES * g.WINDOW_PAGE, g.WINDOW_PAGE, 12),
+              "sink": (torch.randn(g.HEADS) * 2.0).cuda()}  # fmt: skip
+    order = []
+    for batch, topk, pattern, form in CELLS:
+        inp = g.make_inputs(batch, topk, pattern, form, 5, caches)
+        q = (torch.randn(batch, 1, g.HEADS, 512, device="cuda") * 0.5).to(torch.bfloat16)
+        calls = {"rewrite": g.rewrite_call(q, inp), "flashmla": g.flashmla_call(flash_mla, q, inp)}
+        extra_cfg = tiles.choose_config(batch, topk, g.HEADS, 90)
+        if form == "two_cache" and extra_cfg != tiles.choose_config(batch, g.WINDOW, g.HEADS, 90):
+            calls["rewrite_extra_cfg"] = g.rewrite_call(q, inp, extra_cfg)
+        for name, fn in calls.items():
+            fn()
+            fn()
+            torch.cuda.synchronize()
+            torch.cuda.nvtx.range_push("ncu_grid")
+            fn()
+            torch.cuda.synchronize()
+            torch.cuda.nvtx.range_pop()
+            order.append(f"{batch}x{topk} {pattern} {form} {name}")
+    print("\n".join(f"{i}: {o}" for i, o in enumerate(order)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
