@@ -123,8 +123,6 @@ def cmd_investigate(args) -> int:
     from agent import runner
     from agent.progress import make_progress
 
-    if args.engine not in (None, "reference"):
-        return _fail(f"--engine {args.engine}: only the embedded reference engine is built so far", exitcodes.BAD_INPUT, args)
     if not args.resume and not args.target:
         return _fail("investigate needs a TARGET (or --resume RUN)", exitcodes.BAD_INPUT, args)
     box = _box(args)
@@ -137,7 +135,8 @@ def cmd_investigate(args) -> int:
                                     target_ref=args.target)
         else:
             outcome = runner.investigate(args.target, Path(args.runs_dir), box, args.decide, ask, progress,
-                                         run_id=args.run_id, argv=sys.argv[1:], budget=args.budget)
+                                         run_id=args.run_id, argv=sys.argv[1:], budget=args.budget,
+                                         stand_in=args.stand_in, engine=args.engine)
     finally:
         progress.close()  # before the outcome prints: the live line is erased, not left above it
         getattr(box, "close", lambda: None)()  # an SSH box: its directory on the host, its connection
@@ -287,7 +286,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs-dir", default=str(DEFAULT_RUNS), help="where runs are written (default: %(default)s)")
     p.add_argument("--run-id", help="name of the run directory (default: TARGET-UTCSTAMP-RANDOM)")
     add_box_arguments(p)
-    p.add_argument("--engine", choices=["reference", "sglang"], help="engine (default: the target's)")
+    p.add_argument("--engine", choices=["reference", "sglang"], help="the engine the target must name (default: the "
+                   "target's engine.kind; a target of another kind is refused)")
+    p.add_argument("--stand-in", action="store_true", help="SGLang targets: launch the stand-in server "
+                   "(tools/engines/sglang_standin: the reference engine behind SGLang's routes, for machines without "
+                   "SGLang's GPU stack) instead of sglang.launch_server; recorded in the run's target and its report")
     p.add_argument("--budget", choices=["quick", "normal"], default=None,
                    help="quick halves the lever sweep's rounds (wider intervals) for a shorter run; recorded in the "
                         "run's target (default: the target's, normally 'normal')")

@@ -125,8 +125,118 @@ class ReferenceShapes(_Strict):
     overrides: dict[str, Any] = Field(default_factory=dict, description="model fields replaced for this device")
 
 
+# The box's interpreter in a launcher: the box tool puts the box's own Python there when the call becomes
+# a command (agent/box/catalog.py), so the journaled arguments are the same on every box.
+BOX_PYTHON = "{python}"
+SGLANG_LAUNCHER = (BOX_PYTHON, "-m", "sglang.launch_server")
+# The stand-in server (tools/engines/sglang_standin): SGLang's argument parser and routes over the reference engine.
+STANDIN_LAUNCHER = (BOX_PYTHON, "-m", "tools.engines.sglang_standin")
+# Arguments the adapter sets on every launch (a free port, the target's host): a target giving them would fight it.
+ADAPTER_ARGS = ("--host", "--port")
+
+
+class Server(_Strict):
+    """The SGLang server of the deployment, as ``python -m sglang.launch_server`` starts it on the box."""
+
+    launcher: list[str] = Field(default_factory=lambda: list(SGLANG_LAUNCHER), min_length=1,
+                                description=f"argv prefix of a launch ({BOX_PYTHON} is the box's Python)")
+    stand_in: bool = Field(default=False, description="launch the stand-in server instead (--stand-in; recorded so a "
+                                                      "replay reproduces the choice)")
+    model_path: str = Field(description="the model's weights or config on the box (the user's local path)")
+    load_format: str | None = Field(default=None, description="e.g. dummy: random weights from the model's config, "
+                                                              "for shape-only runs")
+    args: list[str] = Field(default_factory=list, description="server arguments the deployment runs with")
+    host: str = Field(default="127.0.0.1", description="address the server listens on (loopback, or the box's)")
+    health_timeout_s: Annotated[int, Field(gt=0, le=86_400)] = Field(
+        default=900, description="seconds a launch may take to answer /health and /get_model_info (weights load)")
+    run_timeout_s: Annotated[int, Field(gt=0, le=86_400)] = Field(
+        default=1800, description="seconds one run (launch, warm-up and measured load, stop) may take at most")
+
+    @field_validator("args")
+    @classmethod
+    def _no_adapter_args(cls, args: list[str]) -> list[str]:
+        taken = sorted({a.split("=")[0] for a in args if a.split("=")[0] in ADAPTER_ARGS})
+        if taken:
+            raise ValueError(f"{', '.join(taken)}: the adapter sets them on every launch (server.host and a free port)")
+        return args
+
+
+class Load(_Strict):
+    """The load SGLang's own client (``python -m sglang.benchmark.serving``, random-ids) puts on the server."""
+
+    input_len: PositiveInt = 256
+    output_len: PositiveInt = 64
+    concurrency: Dim | None = Field(default=None, description="requests in flight; default: the goal's concurrency")
+    num_prompts: PositiveInt | None = Field(default=None, description="measured requests; default: 4 x concurrency")
+    warmup_prompts: Annotated[int, Field(ge=0, le=1 << 20)] | None = Field(
+        default=None, description="requests of the discarded warm-up pass; default: the concurrency")
+    seed: Annotated[int, Field(ge=0, le=1 << 31)] = 0
+    tokenizer: str | None = Field(default=None, description="a tokenizer directory on the box; default: the model's")
+
+
+# Set by the disaggregation tool (tools/engines/sglang/disagg.py) on each server, or from transfer_backend.
+DISAGG_ARGS = ("--disaggregation-mode", "--disaggregation-bootstrap-port", "--disaggregation-transfer-backend")
+ROUTER_LAUNCHER = (BOX_PYTHON, "-m", "sglang_router.launch_router")
+# The router's workers and address: the tool gives them (the servers it launched, a free port).
+ROUTER_TOOL_ARGS = ("--pd-disaggregation", "--prefill", "--decode", "--worker-urls", "--host", "--port")
+
+
+def _not_given(args: list[str], taken: tuple[str, ...], who: str) -> list[str]:
+    given = sorted({a.split("=")[0] for a in args if a.split("=")[0] in taken})
+    if given:
+        raise ValueError(f"{', '.join(given)}: {who}")
+    return args
+
+
+class PDServer(_Strict):
+    """What one side of a disaggregated deployment adds to ``engine.server``'s arguments and environment."""
+
+    args: list[str] = Field(default_factory=list, description="server arguments of this side only")
+    env: dict[str, str] = Field(default_factory=dict, description="environment of this side only")
+
+    @field_validator("args")
+    @classmethod
+    def _no_tool_args(cls, args: list[str]) -> list[str]:
+        return _not_given(args, DISAGG_ARGS + ADAPTER_ARGS, "the disaggregation tool sets them (the side's role, "
+                          "its bootstrap port, disaggregation.transfer_backend, server.host and a free port)")
+
+
+class PDRouter(_Strict):
+    """SGLang's router (the ``sglang-router`` package) in front of the two servers, ``--pd-disaggregation``."""
+
+    launcher: list[str] = Field(default_factory=lambda: list(ROUTER_LAUNCHER), min_length=1,
+                                description=f"argv prefix of the router ({BOX_PYTHON} is the box's Python)")
+    args: list[str] = Field(default_factory=list, description="router arguments, e.g. --policy round_robin")
+    health_timeout_s: Annotated[int, Field(gt=0, le=86_400)] = Field(
+        default=300, description="seconds the router may take to answer /readiness with both workers healthy")
+
+    @field_validator("args")
+    @classmethod
+    def _no_tool_args(cls, args: list[str]) -> list[str]:
+        return _not_given(args, ROUTER_TOOL_ARGS, "the disaggregation tool gives the router its workers and address")
+
+
+class Disaggregation(_Strict):
+    """A prefill server, a decode server and a router (issue 15, the disaggregated layout): both servers are
+    ``engine.server`` plus their side's args/env; the load goes through the router; the profile is the decode
+    server's."""
+
+    transfer_backend: str = Field(default="mooncake", description="--disaggregation-transfer-backend of both "
+                                  "servers (checked against the installed SGLang's choices)")
+    prefill: PDServer = Field(default_factory=PDServer)
+    decode: PDServer = Field(default_factory=PDServer)
+    router: PDRouter = Field(default_factory=PDRouter)
+    levers_on: Literal["decode", "prefill", "both"] = Field(
+        default="decode", description="the server(s) a lever's args and env are given to")
+
+
 class Engine(_Strict):
     kind: Literal["reference", "sglang"] = "reference"
+    server: Server | None = Field(default=None, description="the SGLang server (engine kind sglang)")
+    load: Load = Field(default_factory=Load, description="the load on the SGLang server (engine kind sglang)")
+    load_cpu: Load | None = Field(default=None, description="the load on a CPU box (the stand-in server runs the "
+                                                            "reference engine there); default: load")
+    disaggregation: Disaggregation | None = None
     env: dict[str, str] = Field(default_factory=dict, description="environment the deployment runs with")
     options: dict[str, Any] = Field(
         default_factory=lambda: {"cuda_graph": True},
@@ -155,6 +265,14 @@ class Engine(_Strict):
     cpu: ReferenceShapes = Field(default_factory=ReferenceShapes)
     timeout_s: Annotated[int, Field(gt=0, le=7 * 86_400)] = 1200
 
+    @model_validator(mode="after")
+    def _sglang_has_a_server(self) -> "Engine":
+        if self.kind == "sglang" and self.server is None:
+            raise ValueError("engine kind sglang needs engine.server (at least server.model_path)")
+        if self.kind == "sglang" and self.what_if_backends:
+            raise ValueError("what_if_backends are reference-engine backends: an SGLang engine cannot name them")
+        return self
+
 
 class Lever(_Strict):
     name: str
@@ -163,7 +281,8 @@ class Lever(_Strict):
         default_factory=lambda: ["reference", "sglang"], description="engines the lever applies to"
     )
     env: dict[str, str] = Field(default_factory=dict)
-    flags: list[str] = Field(default_factory=list)
+    args: list[str] = Field(default_factory=list, description="server arguments a flag lever adds (SGLang)")
+    flags: list[str] = Field(default_factory=list, description="older name of args (both are added)")
     options: dict[str, Any] = Field(default_factory=dict)
     note: str = ""
     skip_on: dict[Literal["cpu", "cuda"], str] = Field(
@@ -174,9 +293,9 @@ class Lever(_Strict):
 
     @model_validator(mode="after")
     def _has_setting(self) -> "Lever":
-        setting = {"env": self.env, "flag": self.flags, "option": self.options}[self.kind]
+        setting = {"env": self.env, "flag": self.args or self.flags, "option": self.options}[self.kind]
         if not setting:
-            raise ValueError(f"lever {self.name!r} of kind {self.kind!r} sets nothing (give {self.kind if self.kind != 'flag' else 'flags'})")
+            raise ValueError(f"lever {self.name!r} of kind {self.kind!r} sets nothing (give {self.kind if self.kind != 'flag' else 'args'})")
         return self
 
 

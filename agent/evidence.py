@@ -123,6 +123,7 @@ class ProfileData(_Data):
     error: str | None = None  # why the trace could not be read (an incomplete profile)
     parallel: JSON | None = None  # a profile of several rank processes: each rank, the critical one (rank_balance)
     critical: JSON | None = None  # several ranks: the rank whose trace the dominant kernel and the shares come from, and why
+    server: JSON | None = None  # an SGLang server's profile: the server, its arguments, the installed SGLang
 
 
 # -- grid -----------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ Layout: ``log.jsonl`` (the journal), ``artifacts/<sha256[:16]>/<name>``, ``findi
 Commits are a pure function of the findings: commit N holds the finding files 1..N, the artifacts
 the log referenced up to finding N's event, and the log's lines up to that event; its author is
 fixed and its date is that event's time. (From journal format 2 on, the last commit of an ended run
-holds the journal through its run_end instead: see agent.runner.commit_specs.) So a replay
+holds the journal through its run_end instead: see agent.commits.commit_specs.) So a replay
 reproduces the commit ids, and syncing after a crash rewrites nothing that is already right and
 never adds a commit twice.
 

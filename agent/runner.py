@@ -21,15 +21,16 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
 from agent import consistency, redact
-from agent.box.catalog import run_tool
+from agent.commits import sync_commits
 from agent.box.choice import agent_end
 from agent.box.interface import Box
 from agent.box.ssh_client import BoxUnreachable
+from agent.preflight import BadInput, preflight
 from agent.config import Target, TargetError, load_target, parse_target, with_budget
-from agent.engine_runs import backend_for, baseline
+from agent.engine_sglang import with_stand_in
 from agent.graph import RunContext, build_graph
 from agent.progress import Progress, SilentProgress
-from agent.rundir import (BUNDLE, REPORT, CommitSpec, RunDir, RunDirError, check_run_id, check_runs_dir, lock_holder,
+from agent.rundir import (BUNDLE, REPORT, RunDir, RunDirError, check_run_id, check_runs_dir, lock_holder,
                           resolve_run)
 from agent.runlog import (FORMAT, LOG_NAME, CorruptLog, JournalWriteError, RunLog, UnknownFormat, fault_point,
                           journal_format, read_events)
@@ -38,11 +39,10 @@ from agent.session.live import LiveSession
 from agent.session.replay import ReplaySession, Served
 from agent.steps import StepFailed
 from agent.steps.options import resolve_choice
-from reports.render import render_finding, render_report
+from reports.render import render_report
 from schema.finding import Finding
 from tools import exitcodes
 
-SGLANG_HINT = "pip install --no-deps sglang==0.5.23"
 REPLAY_NOTES = "replay.jsonl"  # a replay's own journal (what it served and how it ended), never committed
 Ask = Callable[[dict[str, Any]], str | None]
 
@@ -59,36 +59,6 @@ class Outcome:
         self.exit_code = exitcodes.for_status(self.status)
 
 
-class BadInput(Exception):
-    """Input the user must fix; one line."""
-
-
-# -- start and resume ---------------------------------------------------------------------------
-
-
-def preflight(target: Target, box: Box) -> None:
-    """Check, before any run exists, that the box can be reached and can run this target at all (an
-    SSH box says everything its host lacks in one line)."""
-    blockers = getattr(box, "blockers", None)
-    try:
-        lacking = blockers() if blockers is not None else None
-        if lacking:
-            raise BadInput(lacking)
-        record, raw = run_tool(box, "box.survey", {})
-    except BoxUnreachable as exc:
-        raise BadInput(f"the box cannot be reached: {exc}") from None
-    raw.cleanup()
-    if not record["ok"]:
-        raise BadInput(f"the box cannot be surveyed: {record['error']}")
-    software = record["data"]["software"]
-    if not software.get("torch"):
-        raise BadInput("torch is not installed on the box (the reference engine needs it): pip install torch")
-    backend, _ = backend_for(target, baseline(target))
-    if backend == "sglang-triton" and not software.get("sglang_dir"):
-        raise BadInput(f"sglang is not installed on the box (the {target.engine.attention_env}=triton backend "
-                       f"loads its kernel from sglang's source): {SGLANG_HINT}")
-
-
 def new_run_id(target: Target) -> str:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     return f"{target.name}-{stamp}-{secrets.token_hex(2)}"
@@ -96,11 +66,15 @@ def new_run_id(target: Target) -> str:
 
 def investigate(target_ref: str, runs_dir: Path, box: Box, decide: str | None, ask: Ask | None = None,
                 progress: Progress | None = None, run_id: str | None = None, argv: list[str] | None = None,
-                budget: str | None = None) -> Outcome:
+                budget: str | None = None, stand_in: bool = False, engine: str | None = None) -> Outcome:
     progress = progress or SilentProgress()
     try:
         target, target_path = load_target(target_ref)
+        if engine is not None and engine != target.engine.kind:
+            raise BadInput(f"--engine {engine}: target {target.name}'s engine is {target.engine.kind} (its engine.kind)")
         target = with_budget(target, budget)  # in the recorded target, so a replay runs the same rounds
+        if stand_in:
+            target = with_stand_in(target)  # likewise: a replay launches what the run launched
         secrets = redact.target_secrets(target)  # kept in memory only: the run records the redacted target
         redact.remember(secrets.values())
         target = redact.redact_target(target)
@@ -366,54 +340,6 @@ def _remove_unproven_files(run: RunDir, finding_dicts: list[dict]) -> None:
 
 
 # -- commits -------------------------------------------------------------------------------------
-
-
-def finding_files(finding: Finding) -> dict[str, bytes]:
-    return {
-        f"findings/{finding.stem}.json": (json.dumps(finding.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n").encode(),
-        f"findings/{finding.stem}.md": render_finding(finding).encode(),
-    }
-
-
-def commit_specs(run: RunDir, events: list[dict], findings: list[Finding]) -> list[CommitSpec]:
-    """One spec per finding: its files, the artifacts journaled up to its event, its time.
-
-    From journal format 2 on, when the journal's last run_end comes after the last finding, the last
-    commit holds the journal through that run_end, at its time: the history of an ended run holds
-    its whole journal (the step_end and run_end lines too), and HEAD's log.jsonl is the file."""
-    specs = []
-    for finding in findings:
-        payload = finding.model_dump(mode="json")
-        matches = [e for e in events if e["kind"] == "finding" and e["finding"] == payload]
-        if not matches:
-            raise CorruptLog(f"finding {finding.stem} is in the checkpoint but not in {LOG_NAME}")
-        event = matches[-1]
-        files = finding_files(finding)
-        for e in events:
-            if e["seq"] > event["seq"]:
-                break
-            refs = e.get("artifacts", []) if e["kind"] == "tool_result" else [e["artifact"]] if e["kind"] == "artifact" else []
-            for ref in refs:
-                files[ref["path"]] = run.artifact_path(ref).read_bytes()
-        if finding.step == "report":
-            files[REPORT] = (run.root / REPORT).read_bytes()
-        subject = f"{finding.index:02d} {finding.step}: {finding.headline}"
-        specs.append(CommitSpec(subject if len(subject) <= 200 else subject[:197] + "...", files, event["seq"], event["ts"]))
-    ends = [e for e in events if e["kind"] == "run_end"]
-    if specs and ends and ends[-1]["seq"] > specs[-1].log_through_seq and journal_format(events) >= 2:
-        last = specs[-1]
-        specs[-1] = CommitSpec(last.message, last.files, ends[-1]["seq"], ends[-1]["ts"])
-    return specs
-
-
-def sync_commits(run: RunDir, finding_dicts: list[dict], source_log: Path | None = None) -> list[str]:
-    """Write the finding files and make the run's git history one commit per finding."""
-    findings = [Finding.model_validate(f) for f in finding_dicts]
-    for finding in findings:
-        for rel, data in finding_files(finding).items():
-            run.write_file(rel, data)
-    events = read_events(source_log or run.log_path)
-    return run.sync_commits(commit_specs(run, events, findings), log_source=source_log)
 
 
 # -- replay --------------------------------------------------------------------------------------

@@ -118,9 +118,15 @@ def digits_for(spread: float | None, default: int = 3) -> int:
 
 
 def fmt_spread(value: Any, spread: float | None, unit: str = "", default: int = 3) -> str:
-    """``value`` to the significant digits its spread supports (see digits_for)."""
+    """``value`` to the significant digits its spread supports (see digits_for); a spread above 100%
+    supports no digit at all, so such a value is quoted as an order of magnitude: one significant
+    digit after a "~" (~200, ~0.3)."""
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value == 0:
         return fmt(value, unit=unit)
+    if spread is not None and math.isfinite(spread) and spread > 1.0:
+        magnitude = math.floor(math.log10(abs(value)))
+        rounded = round(value, -magnitude)
+        return "~" + fmt(rounded, f",.{max(0, -magnitude)}f", unit)
     digits = digits_for(spread, default)
     magnitude = math.floor(math.log10(abs(value)))
     rounded = round(value, digits - 1 - magnitude)

@@ -19,7 +19,9 @@ def _env() -> Environment:
                       trim_blocks=True, lstrip_blocks=True, autoescape=False)
     # code: a name as a code span that survives any backtick or pipe in it; md: text that renders as itself
     env.filters.update(fmt=fmt, pct=pct, signed_pct=signed_pct, cell=cell, short=short, code=code, md=md_text)
-    env.globals.update(log_links=log_links, finding_link=finding_link, num=num, table=table, decision_table=decision_table)
+    env.globals.update(log_links=log_links, finding_link=finding_link, num=num, table=table, decision_table=decision_table,
+                       against_finding=against_finding, failure_groups=failure_groups,
+                       measurement_against=measurement_against)
     return env
 
 
@@ -112,6 +114,61 @@ def interval_text(interval: tuple[float, float] | None, spec: str = ".3g") -> st
     return f"[{format(interval[0], spec)}, {format(interval[1], spec)}]" if interval else "-"
 
 
+def failure_groups(held: Consistency, verdict: str | None = None) -> list[dict[str, Any]]:
+    """The failures (or the checks of one ``verdict``) with one measurement against several claims of
+    the same value (one bound under several names: the ceiling, and the options that restate it)
+    counted once, the names listed."""
+    groups: dict[tuple, dict[str, Any]] = {}
+    for c in (held.failures if verdict is None else [c for c in held.checks if c.verdict == verdict]):
+        key = (c.measurement, c.kind, round(c.claim_x, 9), c.claim_interval)
+        if key not in groups:
+            groups[key] = {"check": c, "claims": []}
+        groups[key]["claims"].append(f"{c.claim} ({c.claim_finding})")
+    return list(groups.values())
+
+
+def _interval_x(c) -> str:
+    return f" [{fmt(c.measured_interval[0], '.4g')}, {fmt(c.measured_interval[1], '.4g')}]" if c.measured_interval else ""
+
+
+def against_finding(held: Consistency | None, finding: Finding | None, measurement: str | None = None) -> str:
+    """What the run's measurements did against the bounds ``finding`` stated (all of them, or only
+    ``measurement``): those that beat one (violated) and those within its noise, as text to follow
+    the finding's figure; "" when every measurement held."""
+    if held is None or finding is None:
+        return ""
+    mine = [c for c in held.checks if c.kind == "bound" and c.claim_finding == finding.stem
+            and (measurement is None or c.measurement == measurement)]
+    parts = []
+    for verdict, what in (("violated", "beaten in this run by"), ("within noise of the bound", "not separable, within noise, from")):
+        seen: dict[str, Any] = {}
+        for c in mine:
+            if c.verdict == verdict and c.measurement not in seen:
+                seen[c.measurement] = c
+        if seen:
+            parts.append(what + " " + "; ".join(f"{name}, {fmt(c.measured_x, '.4g')}x{_interval_x(c)} against {fmt(c.claim_x, '.5g')}x"
+                                                 for name, c in seen.items()))
+    if not parts:
+        return ""
+    return "; " + "; ".join(parts) + ": see [Where the model failed](#where-the-model-failed)"
+
+
+def measurement_against(held: Consistency | None, measurement: str) -> str:
+    """The bounds one measurement beat or could not be separated from, grouped by value (one bound
+    under several names counts once), as text to follow its figure; "" when it held every bound."""
+    if held is None:
+        return ""
+    parts = []
+    for verdict, what in (("violated", "above the bound"), ("within noise of the bound", "within noise of the bound")):
+        values: dict[float, list[str]] = {}
+        for c in held.checks:
+            if c.kind == "bound" and c.measurement == measurement and c.verdict == verdict:
+                values.setdefault(round(c.claim_x, 9), []).append(c.claim_finding)
+        parts += [f"{what} {fmt(x, '.5g')}x (stated " + (f"{len(names)} times, " if len(names) > 1 else "")
+                  + f"in {', '.join(dict.fromkeys(names))})" for x, names in values.items()]
+    return ("; " + "; ".join(parts) + ": see [Where the model failed](#where-the-model-failed)") if parts else ""
+
+
 def consistency_table(held: Consistency) -> Table:
     """Every bound and prediction against every measurement it covers, with the verdict."""
     rows = [[c.kind, c.claim, c.claim_finding, fmt_spread(c.claim_x, c.claim_spread) if c.claim_spread is not None else f"{c.claim_x:.4g}",
@@ -124,10 +181,11 @@ def consistency_table(held: Consistency) -> Table:
                  rows=rows,
                  note="a bound applies to every measurement whose setting differs from the bound's only in the operation "
                       "it speeds up; it is violated when the measurement's whole interval lies above it, and within noise "
-                      "of it when only the point does; a prediction misses when its interval and the measurement's do not "
+                      "of it when its point and its interval lie on two sides of it; a prediction misses when its interval and the measurement's do not "
                       "overlap; a prediction's interval is the profiled steps' window spread, not a confidence interval; "
                       "a measured interval is its comparison's 95% interval; x: throughput against the bound's "
-                      "reference setting; claims to four digits, or to the digits their spread supports")
+                      "reference setting (the split-K kernel (profiles) row: the kernel's time before / after, its interval "
+                      "the two profiles' step spread); claims to four digits, or to the digits their spread supports")
 
 
 def render_report(findings: list[Finding], decision: dict[str, Any] | None, run: dict[str, Any],

@@ -30,7 +30,12 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 ENV_CACHE = Path(os.environ.get("PERF_INVESTIGATOR_BOX_ENVS", "/var/cache/perf-investigator/box-envs"))
 SYSTEM_PYTHON = "/usr/bin/python3"  # the box users' interpreter: one they can run (the checkout's is root's)
 FULL_USER, BARE_USER = "pi-box", "pi-box-bare"
-BOX_DISTRIBUTIONS = ("torch", "triton", "numpy", "pydantic", "msgspec")  # installed with their dependencies
+# installed with their dependencies; the second line is what SGLang's server arguments, environment
+# and benchmark client import (tools/engines/sglang), never torchvision (a stand-in module replaces the
+# one import that reaches it, on the client's path only)
+BOX_DISTRIBUTIONS = ("torch", "triton", "numpy", "pydantic", "msgspec",
+                     "transformers", "tokenizers", "aiohttp", "datasets", "orjson", "pybase64", "psutil", "pillow",
+                     "pyzmq", "starlette", "requests", "tqdm")
 NO_DEPS = ("sglang",)  # its source only, as the Makefile installs it
 
 

@@ -51,3 +51,13 @@ def other_run(tmp_path_factory) -> Path:
     out = agent("investigate", DATA / "targets" / "other-shapes.yaml", "--runs-dir", runs, "--decide", "stop")
     assert out.returncode == 0, out.stderr[-3000:]
     return only_run(runs)
+
+
+@pytest.fixture(scope="session")
+def sglang_run(tmp_path_factory) -> Path:
+    """Issue #15's Must show, locally: the SGLang target against the stand-in server (shared by
+    tests/test_investigate_sglang.py and the SSH box's comparison in tests/test_box_ssh_investigate.py)."""
+    runs = tmp_path_factory.mktemp("runs-sglang")
+    out = agent("investigate", "dsv4-flash-sglang", "--stand-in", "--runs-dir", runs, "--decide", "auto", timeout=3600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return only_run(runs)

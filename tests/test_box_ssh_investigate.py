@@ -139,6 +139,35 @@ def test_a_server_killed_mid_run_stops_it_resumable_and_resume_reconnects(sshd, 
     assert sum(1 for e in log if e["kind"] == "tool_call" and e["tool"] == "box.survey") == 1  # survey not redone
 
 
+@pytest.fixture(scope="module")
+def ssh_sglang_run(sshd, tmp_path_factory) -> Path:
+    """Issue #15's Must show over the SSH box: the SGLang target against the stand-in server, which runs on
+    the host as the box user, from the uploaded tree, with the host's own sglang."""
+    runs = tmp_path_factory.mktemp("runs-ssh-sglang")
+    out = agent("investigate", "dsv4-flash-sglang", "--stand-in", *box_args(sshd), "--runs-dir", runs, "--decide", "auto",
+                env=sshd.agent_env, timeout=3600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return only_run(runs)
+
+
+def test_the_sglang_stand_in_over_ssh_runs_every_step_as_a_local_run_does(ssh_sglang_run, sglang_run):
+    over_ssh, local = findings(ssh_sglang_run), findings(sglang_run)
+    assert [f["step"] for f in over_ssh] == [f["step"] for f in local]
+    def levers(run_findings):  # what no timing decides: which levers failed, and which were not tried and why
+        data = next(f for f in run_findings if f["step"] == "levers")["data"]
+        return {r["name"]: (r["status"], r.get("reason")) for r in data["levers"] if r["status"] in ("failed", "not tried")}
+    assert levers(over_ssh) == levers(local)
+    survey = next(f for f in over_ssh if f["step"] == "survey")
+    sglang_dir = survey["data"]["software"]["sglang_dir"]
+    assert sglang_dir.startswith(str(harness.ENV_CACHE))  # the host's own sglang, not the agent's
+    gates = next(f for f in over_ssh if f["step"] == "gates")
+    assert gates["data"]["source"]["dir"] == sglang_dir
+    profile = next(f for f in over_ssh if f["step"] == "profile")
+    files = profile["data"]["summary"]["files"]
+    assert len(files) == 4 and all((ssh_sglang_run / f["path"]).is_file() for f in files)  # every rank's trace came back
+    assert (ssh_sglang_run / "PROFILE_FINDINGS.md").is_file()
+
+
 def test_a_host_without_torch_is_one_line_before_any_run(sshd, tmp_path):
     runs = tmp_path / "runs"
     out = agent("investigate", "dsv4-flash", *box_args(sshd, harness.BARE_USER), "--runs-dir", runs, env=sshd.agent_env)

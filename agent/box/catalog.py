@@ -74,6 +74,18 @@ def _gates_scan(py: str, args: dict) -> list[str]:
     return argv
 
 
+def _sglang(action: str):
+    """The SGLang adapter (tools/engines/sglang): a spec's launcher names the box's Python as "{python}",
+    so that the journaled arguments are the same on every box; it becomes the box's interpreter here."""
+    def command(py: str, args: dict) -> list[str]:
+        spec = dict(args["spec"])
+        if "launcher" in spec:
+            spec["launcher"] = [py if part == "{python}" else part for part in spec["launcher"]]
+        argv = [py, "-m", "tools.engines.sglang", action, "--spec", json.dumps(spec, sort_keys=True)]
+        return argv if action == "check" else argv + ["--out", OUT_DIR]
+    return command
+
+
 def _splitk(action: str):
     def command(py: str, args: dict) -> list[str]:
         argv = [py, "-m", "tools.kernels.sparse_mla_decode", action, "--batch", str(args["batch"]),
@@ -108,6 +120,12 @@ CATALOG: dict[str, ToolSpec] = {
                  _splitk_plan, lambda a: 300, lambda a: {"TRITON_INTERPRET": "1"} if any(p.get("device") == "cpu" for p in a["points"]) else {}),
         ToolSpec("gates.scan", "capability gates of the engine's source for an SM version", _gates_scan,
                  lambda a: 600),
+        ToolSpec("sglang.check", "SGLang server arguments and environment against the installed SGLang's own parser",
+                 _sglang("check"), lambda a: 300),
+        ToolSpec("sglang.sweep", "SGLang server: launched, loaded by SGLang's client and stopped for each run, in order",
+                 _sglang("sweep"), lambda a: float(a.get("timeout_s", 1800))),
+        ToolSpec("sglang.profile", "SGLang server: one trace per rank by /start_profile under a decode-heavy load",
+                 _sglang("profile"), lambda a: float(a.get("timeout_s", 1800))),
         ToolSpec("kernel.splitk_check", "split-K kernel against the float32 reference and upstream",
                  _splitk("check"), lambda a: 1800, _interpreter_on_cpu),
         ToolSpec("kernel.splitk_bench", "split-K kernel and upstream timed by CUDA-graph replay",

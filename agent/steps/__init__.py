@@ -75,6 +75,26 @@ def portable(finding: Finding) -> Finding:
     return Finding.model_validate(_rounded(finding.model_dump(mode="json")))
 
 
+def name_servers(finding: Finding, state: InvestigationState) -> Finding:
+    """Every number of a live-server run names the server it was measured on: a number resting on log
+    lines that a levers or profile finding attributes to a server (``data.server``: the load's server,
+    or ``traced``, the one whose traces they are) and whose label names none gets ``[that server]``."""
+    served: dict[int, str] = {}
+    for earlier in [*state.get("findings", []), finding.model_dump(mode="json")]:
+        server = (earlier.get("data") or {}).get("server")
+        name = (server.get("traced") or server.get("server")) if isinstance(server, dict) else server
+        if isinstance(name, str):
+            for seq in earlier.get("evidence") or []:
+                served.setdefault(seq, name)
+    numbers = {}
+    for key, number in finding.numbers.items():
+        names = sorted({served[seq] for seq in number.seqs if seq in served})
+        if names and "server" not in number.label:
+            number = number.model_copy(update={"label": f"{number.label} [{'; '.join(names)}]"})
+        numbers[key] = number
+    return finding.model_copy(update={"numbers": numbers})
+
+
 def as_node(step: StepName, fn: StepFn):
     """Wrap a step function as a node: begin the step with the session and target of the run's context
     (agent.graph.RunContext), number its draft into the next finding, record it, return it as an update."""
@@ -82,7 +102,11 @@ def as_node(step: StepName, fn: StepFn):
     def node(state: InvestigationState, runtime: Runtime) -> dict:
         session: Session = runtime.context.session
         session.begin_step(step)
-        finding = portable(fn(state, session, runtime.context.target).numbered(state, step))
+        target = runtime.context.target
+        finding = fn(state, session, target).numbered(state, step)
+        if target.engine.kind == "sglang":
+            finding = name_servers(finding, state)
+        finding = portable(finding)
         validate(finding)  # the step's data must fit the model the steps after it read (agent.evidence)
         session.record_finding(finding)
         session.end_step(finding)

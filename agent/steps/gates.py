@@ -224,7 +224,11 @@ def scan_gates(state: InvestigationState, session: Session, target: Target) -> D
               "failing": [f"{r['file']}:{r['line']}" for r in shown],
               "failing_exits": [f"{r['file']}:{r['line']}" for r in shown_exits],
               "exits_passed": [f"{r['file']}:{r['line']}" for r in exits_passed],
-              "ties": ties, "what_if": what_if_data},
+              "ties": ties, "what_if": what_if_data,
+              # an SGLang deployment's gates are its installed package's: say which one was read
+              **({"source": {"sglang": survey.data["software"].get("sglang"), "dir": source,
+                             "read_from": "the box's installed sglang package (box.survey)"}}
+                 if target.engine.kind == "sglang" else {})},
     )
 
 

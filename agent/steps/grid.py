@@ -85,6 +85,9 @@ def measure_ncu(session: Session, target: Target, box: dict, profile: Finding, k
     point's ``kernel.grid``; ``artifacts``, the CSVs in the run; or ``why``/``error``)."""
     if box["device"] != "cuda":
         return {"measured": False, "seq": None, "why": "not measured: the box has no GPU (survey), so no Nsight Compute"}
+    if target.engine.kind == "sglang":
+        return {"measured": False, "seq": None, "why": "not measured: kernel.ncu profiles a launch of the reference "
+                                                       "engine, not of a live SGLang server's process"}
     launch = ncu_launch(session, profile, kernel)
     result = session.call("kernel.ncu", ncu_args(target, box["device"], profile.data, kernel, launch["position"]))
     data = result.get("data") or {}

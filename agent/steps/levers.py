@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Any
 
-from agent import stats
+from agent import engine_sglang, stats
 from agent.config import Lever, Noise, Target
 from agent.engine_runs import (Setting, applicability, baseline, baseline_options, best_setting, measured_batch, run_sweep,
                            shapes_for, with_lever)
@@ -58,6 +58,9 @@ class _Measured:
     layers_run: int
     extrapolation: dict[str, Any] | None
     lever_results: list[dict[str, Any]]
+    # an SGLang server's sweep: which server the numbers come from, and each setting's median measured tok/s
+    server: str | None = None
+    tok_s_of: dict[str, float] | None = None
 
     @property
     def mid_ms(self) -> float:
@@ -65,7 +68,11 @@ class _Measured:
 
     @property
     def mid(self) -> float:
-        return self.scale / self.mid_ms
+        return self.tok_s_of[stats.BASELINE] if self.tok_s_of else self.scale / self.mid_ms
+
+    def run_tok_s(self, run: dict[str, Any]) -> float:
+        """One run's tok/s: the server's measured output throughput, or the engine's scale over its step."""
+        return run["tok_s"] if self.server else self.scale / run["step_ms"]
 
     @property
     def base_interpreted(self) -> bool:
@@ -80,6 +87,8 @@ class _Measured:
         return f"{100 * self.sde:.1f}%" if self.sde is not None else "not stated (fewer than two rounds)"
 
     def projected(self, target: Target) -> str:
+        if self.server:
+            return f"measured by sglang.benchmark.serving on {self.server}"
         return f"projected to {target.model.layers} layers from {self.layers_run} measured"
 
 
@@ -103,34 +112,45 @@ def sweep_levers(state: InvestigationState, session: Session, target: Target) ->
     return Draft(
         headline=_headline(target, m, goal_met),
         verdict="goal-met" if goal_met else "goal-not-met",
-        numbers=_numbers(target, m, chosen, best),
+        numbers=_server_numbers(_numbers(target, m, chosen, best), m),
         tables=[Table(title="Lever sweep",
                       columns=["setting", "change", "median tok/s", f"vs baseline [{m.rules.confidence:.0%} CI]", "runs",
                                "verdict", "log"],
-                      rows=_rows(target, m), note=_note(target, m))],
+                      rows=_rows(target, m), note=_note(target, m)), *_crash_tables(m)],
         evidence=sorted({r["seq"] for r in m.runs}),
-        labels=interpretation_labels(state),
+        labels=interpretation_labels(state, target),
         data=_data(target, m, goal_met, chosen, best),
     )
 
 
 def _measure(session: Session, target: Target, device: str) -> _Measured:
     """Run the sweep (the baseline and every lever that applies here) and judge each lever; fails when
-    the sweep call fails or the baseline succeeds in fewer than two rounds."""
-    batch = measured_batch(target, device)
+    the sweep call fails or the baseline succeeds in fewer than two rounds. An SGLang target's settings are
+    server launches (agent.engine_sglang), each run a server of its own, measured by SGLang's client."""
+    server = engine_sglang.is_sglang(target)
+    engine = engine_sglang if server else None
+    batch = engine_sglang.concurrency_of(target, device) if server else measured_batch(target, device)
     rules = target.thresholds.noise
     rounds = rules.rounds_for(device)
     min_effect = rules.min_effect_for(device)
-    base = baseline(target, device)
-    not_tried = {lever.name: reason for lever in target.levers if (reason := applicability(target, lever, device))}
+    base = engine.baseline(target) if server else baseline(target, device)
+    judge = (lambda lever: engine.applicability(target, lever, device)) if server else (
+        lambda lever: applicability(target, lever, device))
+    not_tried = {lever.name: reason for lever in target.levers if (reason := judge(lever))}
     tried = [lever for lever in target.levers if lever.name not in not_tried]
-    settings = {stats.BASELINE: base, **{lever.name: with_lever(target, lever, device) for lever in tried}}
+    settings = {stats.BASELINE: base, **{lever.name: engine.with_lever(target, lever) if server else
+                                         with_lever(target, lever, device) for lever in tried}}
 
     plan = sweep_plan([lever.name for lever in tried], rounds, rules.warmup_runs)
     labels = [f"{settings[e['setting']].label}#{e['repeat']}" for e in plan]
-    swept = run_sweep(session, target, device, [(label, settings[e["setting"]]) for label, e in zip(labels, plan)], batch)
+    pairs = [(label, settings[e["setting"]]) for label, e in zip(labels, plan)]
+    if server:
+        swept = session.call("sglang.sweep", engine.sweep_args(target, device, pairs))
+    else:
+        swept = run_sweep(session, target, device, pairs, batch)
     if not swept["ok"]:
-        raise StepFailed(f"the lever sweep (engine.sweep, log line {swept['seq']}) failed: {swept['error']}")
+        tool = "sglang.sweep" if server else "engine.sweep"
+        raise StepFailed(f"the lever sweep ({tool}, log line {swept['seq']}) failed: {swept['error']}")
     runs = sweep_runs(plan, labels, swept, batch)
 
     sweep = stats.analyze_sweep(
@@ -148,20 +168,46 @@ def _measure(session: Session, target: Target, device: str) -> _Measured:
         {"name": lever.name, "status": "not tried", "reason": not_tried[lever.name]} if lever.name in not_tried else
         _judge(lever, runs, sweep.levers.get(lever.name), reference, base_ok[0]["interpreted"], rules, scale, min_effect)
         for lever in target.levers]
-    return _Measured(
+    measured = _Measured(
         device=device, batch=batch, rules=rules, rounds=rounds, min_effect=min_effect, base=base,
-        base_notes=baseline_options(target, device)[1], swept=swept, runs=runs, sweep=sweep, base_runs=base_runs,
-        base_ok=base_ok, scale=scale,
+        base_notes=[] if server else baseline_options(target, device)[1], swept=swept, runs=runs, sweep=sweep,
+        base_runs=base_runs, base_ok=base_ok, scale=scale,
         base_output=output_check(reference, [r.get("sketch") for r in base_ok], rules.output_rtol), base_seqs=base_seqs,
-        layers_run=min(shapes_for(target, device).layers, target.model.layers),
+        layers_run=target.model.layers if server else min(shapes_for(target, device).layers, target.model.layers),
         extrapolation=_extrapolation(swept["data"].get("extrapolation"), sweep.baseline.median_ms, base_seqs),
         lever_results=lever_results)
+    return _served(target, measured) if server else measured
+
+
+def _served(target: Target, m: _Measured) -> _Measured:
+    """An SGLang sweep's measurement as its numbers are read: each setting's tok/s the median of its runs'
+    measured output throughput (the interval stays the paired one of the decode step, the median TPOT), the
+    server they come from named, and the output check said to be none (a live server's outputs are not
+    sketched)."""
+    m.server = engine_sglang.server_of(target, [r["server"] for r in m.runs if r.get("server")])
+    ok = [r for r in m.runs if r["ok"] and not r["warmup"]]
+    m.tok_s_of = {name: median(r["tok_s"] for r in ok if r["setting"] == name)
+                  for name in {r["setting"] for r in ok}}
+    unchecked = {"ok": None, "error": None, "rtol": m.rules.output_rtol, "note": SERVER_OUTPUTS}
+    m.base_output = unchecked
+    for result in m.lever_results:
+        if result.get("tok_s") is not None and result["name"] in m.tok_s_of:
+            result["tok_s"] = m.tok_s_of[result["name"]]
+        if "output" in result:
+            result["output"] = unchecked
+        excerpts = [r["log_excerpt"] for r in m.runs if r["setting"] == result["name"] and r.get("log_excerpt")]
+        if excerpts:
+            result["log_excerpt"] = excerpts[0]
+    return m
+
+
+SERVER_OUTPUTS = "a live server's outputs are not sketched"
 
 
 def _rows(target: Target, m: _Measured) -> list[list[Any]]:
     """The sweep table: the baseline's warm-ups, the baseline, then each lever."""
-    setting = _setting_text(m.base.env, m.base.options)
-    rows = [["baseline (warm-up, discarded)", setting, m.scale / r["step_ms"] if r["ok"] else None, "-", "1",
+    setting = _setting_text(m.base.env, m.base.options, getattr(m.base, "args", ()))
+    rows = [["baseline (warm-up, discarded)", setting, m.run_tok_s(r) if r["ok"] else None, "-", "1",
              "warm-up" if r["ok"] else f"failed: {r['error']}", str(r["seq"])]
             for r in m.runs if r["warmup"] and r["setting"] == stats.BASELINE]
     rows.append(["baseline", setting, m.mid, "reference", _runs_text(len(m.base_ok), len(m.base_runs)), "reference",
@@ -182,12 +228,30 @@ def _sde_basis(m: _Measured) -> tuple[float | None, str]:
     return spread, basis
 
 
+def movers_text(results: list[dict]) -> str:
+    """The levers that move throughput up, each with the output rows it changes beyond the tolerance;
+    when none does, whether any lever was measured comparably at all (the others counted by status)."""
+    movers = []
+    for r in results:
+        if r["status"] == "moves up":
+            out = r.get("output") or {}
+            movers.append(r["name"] + (f" (changes {out['rows_beyond']} of {out['rows']} output rows beyond "
+                                       f"{100 * out['rtol']:.0f}%, up to {100 * out['worst_row']:.3g}%)" if out.get("rows_beyond") else ""))
+    if movers:
+        return "levers that move it up: " + ", ".join(movers)
+    measured = [r for r in results if r["status"] in ("moves down", "no change detected")]
+    if measured:
+        return "no lever moves it up"
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    return "no lever was measured comparably (" + ", ".join(f"{n} {status}" for status, n in counts.items()) + ")"
+
+
 def _headline(target: Target, m: _Measured, goal_met: bool) -> str:
-    movers = [r["name"] for r in m.lever_results if r["status"] == "moves up"]
     budget_text = f", {m.rules.budget} budget" if m.rules.budget != "normal" else ""
-    return (f"baseline {m.mid:.3g} tok/s at batch {m.batch} ({m.projected(target)}; {m.rounds} rounds{budget_text}, "
-            f"smallest detectable effect {m.sde_text}); "
-            + (f"levers that move it up: {', '.join(movers)}" if movers else "no lever moves it up")
+    return (f"baseline {m.mid:.3g} tok/s at {'concurrency' if m.server else 'batch'} {m.batch} ({m.projected(target)}; {m.rounds} rounds{budget_text}, "
+            f"smallest detectable effect {m.sde_text}); " + movers_text(m.lever_results)
             + ("; goal met" if goal_met else f"; goal {target.goal.output_tok_s:.0f} tok/s not met"))
 
 
@@ -224,9 +288,47 @@ def _numbers(target: Target, m: _Measured, chosen: list[Lever], best: float) -> 
     return numbers
 
 
+# An SGLang server's numbers, relabelled: a step is the client's time per output token, nothing is projected.
+SERVER_LABELS = {
+    "baseline_step_ms": "baseline decode step: median TPOT (time per output token), median of runs",
+    "baseline_layer_ms": "baseline decode step per model layer (median TPOT / layers)",
+    "projected_step_ms": "decode step: median TPOT, measured (not projected)",
+}
+
+
+def _server_numbers(numbers: dict[str, Number], m: _Measured) -> dict[str, Number]:
+    """An SGLang sweep's numbers each naming the server they come from (measured ones: those with log lines);
+    the ratios are of the paired decode steps (median TPOT). The reference engine's are returned as they are."""
+    if not m.server:
+        return numbers
+    out = {}
+    for key, number in numbers.items():
+        label = SERVER_LABELS.get(key, number.label)
+        if key.endswith("_ratio"):
+            label = f"{key.removesuffix('_ratio')}: baseline median TPOT / its median TPOT (paired rounds)"
+        out[key] = number.model_copy(update={"label": f"{label} [{m.server}]" if number.seqs else label})
+    return out
+
+
+CRASH_LINES = 6
+
+
+def _crash_tables(m: _Measured) -> list[Table]:
+    """The server log's last lines for each lever whose server crashed, ran out of memory or never became healthy."""
+    # the last lines in the table (the whole excerpt is in the finding's data and the server log an artifact)
+    rows = [[r["name"], r.get("reason"), "\n".join(r["log_excerpt"].splitlines()[-CRASH_LINES:])]
+            for r in m.lever_results if r.get("log_excerpt")]
+    if not rows:
+        return []
+    return [Table(title="Failed levers: the server log's last lines", columns=["lever", "why", "server log (excerpt)"],
+                  rows=rows, note=f"each from the run's server log (sglang.sweep keeps them as artifacts), {m.server}")]
+
+
 def _note(target: Target, m: _Measured) -> str:
     """The sweep table's note: how the ratios, intervals and output checks were made, and in what process."""
     rules, swept, runs = m.rules, m.swept, m.runs
+    if m.server:
+        return _server_note(m)
     note = (f"tok/s {m.projected(target)}; ratio = lever tok/s / baseline tok/s with its {rules.confidence:.0%} interval "
             f"(t-interval on the log ratios of {m.rounds} rounds, each lever run paired with its round's baseline run; "
             f"runs, not step samples, are the unit); a lever moves when the interval excludes no change and the "
@@ -244,7 +346,7 @@ def _note(target: Target, m: _Measured) -> str:
     lever_warmups = [r for r in runs if r["warmup"] and r["setting"] != stats.BASELINE]
     if lever_warmups:
         note += ("; each lever's first run was a warm-up too, discarded (tok/s: "
-                 + ", ".join(f"{r['setting']} " + (f"{m.scale / r['step_ms']:.4g}" if r["ok"] else "failed")
+                 + ", ".join(f"{r['setting']} " + (f"{m.run_tok_s(r):.4g}" if r["ok"] else "failed")
                              for r in lever_warmups) + ")")
     if rules.budget != "normal":
         note += (f"; {rules.budget} budget: {m.rounds} rounds instead of {rules.rounds_for_budget(m.device, 'normal')}, "
@@ -254,6 +356,26 @@ def _note(target: Target, m: _Measured) -> str:
     if m.base_output["ok"] is False:
         note += f"; the baseline's own outputs differ run to run by {100 * m.base_output['error']:.2g}%"
     note += "".join(f"; {n}" for n in m.base_notes)
+    return note
+
+
+def _server_note(m: _Measured) -> str:
+    """The sweep table's note for an SGLang server: what a run is, what the ratios and tok/s are."""
+    rules = m.rules
+    note = (f"tok/s: each setting's median over its runs of the output throughput sglang.benchmark.serving measured "
+            f"(random-ids, {m.batch} requests in flight), {m.server}; ratio = baseline median TPOT / the lever's, with "
+            f"its {rules.confidence:.0%} interval (t-interval on the log ratios of {m.rounds} rounds, each lever run "
+            f"paired with its round's baseline run; runs, not requests, are the unit); a lever moves when the interval "
+            f"excludes no change and the effect is at least {100 * m.min_effect:.3g}%; smallest detectable effect "
+            f"{m.sde_text}; outputs not checked: {SERVER_OUTPUTS}; each of the {len(m.runs)} runs launched a server of its own "
+            f"with the setting's arguments and environment (sglang.sweep, log line {m.swept['seq']}), a warm-up pass, "
+            f"then the measured pass, then stopped it: the intervals include launch-to-launch variation")
+    warmups = [r for r in m.runs if r["warmup"] and r["setting"] != stats.BASELINE]
+    if warmups:
+        note += ("; each lever's first run was a warm-up too, discarded (tok/s: "
+                 + ", ".join(f"{r['setting']} " + (f"{r['tok_s']:.4g}" if r["ok"] else "failed") for r in warmups) + ")")
+    if rules.budget != "normal":
+        note += f"; {rules.budget} budget: {m.rounds} rounds instead of {rules.rounds_for_budget(m.device, 'normal')}"
     return note
 
 
@@ -280,6 +402,7 @@ def _data(target: Target, m: _Measured, goal_met: bool, chosen: list[Lever], bes
         "extrapolation": m.extrapolation,
         "planted": [{"name": r["name"], **r["planted"]} for r in m.lever_results if r.get("planted")],
         "engine_notes": list(swept["data"].get("notes") or []),
+        **({"server": m.server, "sglang": swept["data"].get("sglang")} if m.server else {}),
         "runs": [{k: r.get(k) for k in ("label", "setting", "round", "warmup", "seq", "ok", "step_ms", "error", "wall_s")}
                  for r in runs],
     }
@@ -363,7 +486,7 @@ def _extrapolation(engine: dict | None, step_ms: float, seqs: list[int]) -> dict
 
 
 def _row(lever: Lever, result: dict[str, Any], min_effect: float) -> list[Any]:
-    change = _setting_text(lever.env, lever.options)
+    change = _setting_text(lever.env, lever.options, engine_sglang.lever_args(lever))
     if result["status"] == "not tried":
         return [lever.name, change, None, "-", "0", f"not tried: {result['reason']}", ""]
     runs = result.get("runs", len(result["seqs"]))
@@ -405,6 +528,7 @@ def _seqs_text(seqs: list[int]) -> str:
     return ", ".join(str(s) for s in seqs)
 
 
-def _setting_text(env: dict[str, str], options: dict[str, Any]) -> str:
-    parts = [f"{k}={v}" for k, v in sorted(env.items())] + [f"{k}={v}" for k, v in sorted(options.items())]
+def _setting_text(env: dict[str, str], options: dict[str, Any], args=()) -> str:
+    """``K=V`` for the environment and engine options, then the server arguments as given."""
+    parts = [f"{k}={v}" for k, v in sorted(env.items())] + [f"{k}={v}" for k, v in sorted(options.items())] + list(args)
     return " ".join(parts) or "-"

@@ -24,13 +24,17 @@ def throughput(result: dict[str, Any], batch: int) -> dict[str, float]:
             "layer_ms": row["layer_ms"]}
 
 
-def interpretation_labels(state: InvestigationState) -> list[str]:
+def interpretation_labels(state: InvestigationState, target=None) -> list[str]:
     """How a measured finding's numbers must be read, from the survey: "stand-in" when the box is not
-    the declared hardware, "cpu-interpreter" when Triton ran under its CPU interpreter."""
+    the declared hardware, "cpu-interpreter" when Triton ran under its CPU interpreter; and, given the
+    ``target``, "stand-in-server" when its SGLang server is the stand-in (tools/engines/sglang_standin)."""
     survey = finding_for(state, "survey")
     labels = ["stand-in"] if survey.data["stand_in"] else []
     if typed(survey).box.device == "cpu":
         labels.append("cpu-interpreter")
+    server = getattr(getattr(target, "engine", None), "server", None)
+    if server is not None and server.stand_in:
+        labels.append("stand-in-server")
     return labels
 
 
@@ -66,6 +70,11 @@ def sweep_runs(plan: list[dict[str, Any]], labels: list[str], result: dict[str, 
                        planted_delay=row.get("planted_delay"), distinct_experts=row.get("moe_distinct_experts"))
         else:
             run.update(ok=False, error=rec.get("error") or f"the engine reported no result at batch {batch}")
+            if rec.get("log_excerpt"):  # a server's run (sglang.sweep): what it logged as it failed
+                run.update(kind=rec.get("kind"), log_excerpt=rec["log_excerpt"],
+                           error=f"{rec.get('kind') or 'failed'}: {run['error']}")
+        if rec.get("server"):
+            run["server"] = rec["server"]
         runs.append(run)
     return runs
 

@@ -16,6 +16,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from agent.config import Target
+from agent.engine_runs import profiled_shapes
 from agent.session import Session
 from agent.state import InvestigationState, finding_for
 from agent.steps import Draft
@@ -61,6 +62,8 @@ def splitk_option(state: InvestigationState, total: float, part: float, tok_s: f
         "upper_x": upper, "upper_tok_s": tok_s * upper, "instant_x": upper,
         "bound_from": "the dominant kernel's operation instant" if op_part is not None else "the dominant kernel instant",
         "estimate_x": amdahl(total, part, estimate["speedup"]) if estimate else None,
+        # the kernel-level upper estimate itself, held against the kernel speedup the profiles measure
+        "estimate_kernel_x": estimate["speedup"] if estimate else None,
         "estimate_tok_s": tok_s * amdahl(total, part, estimate["speedup"]) if estimate else None,
         "estimate_basis": (f"the kernel {estimate['speedup']:.3g}x faster ({estimate['basis']}), the rest of the step as measured"
                            if estimate else "no estimate"),
@@ -74,6 +77,59 @@ def splitk_option(state: InvestigationState, total: float, part: float, tok_s: f
         note = "the split-K kernel module is not on the box"
     option.update(can_try_here=candidate and can, try_note=note if candidate else "not offered")
     return option
+
+
+LIVE_SERVER = ("split-K cannot be dropped into a live SGLang server: the server runs the kernel of its installed "
+               "SGLang, and replacing it means patching that package and relaunching the deployment; the rewrite "
+               "is measured in the engine only on the reference engine (--engine reference)")
+
+
+def _on_engine(target: Target, option: dict[str, Any]) -> dict[str, Any]:
+    """The split-K option as this target's engine can try it: on an SGLang server not at all (LIVE_SERVER),
+    so ``--decide auto`` stops there with the report, and ``--decide splitk`` is refused with that reason."""
+    if target.engine.kind != "sglang" or not option["offered"]:
+        return option
+    kernel = option["can_try_here"]  # the kernel module on the box: it can be measured alone
+    return {**option, "can_try_here": False, "try_note": LIVE_SERVER, "kernel_on_box": kernel}
+
+
+def kernel_alone(session: Session, state: InvestigationState, target: Target) -> dict[str, Any]:
+    """For a live SGLang server, what of split-K can be measured: the rewritten kernel alone at the server's
+    attention shapes (the profiled batch, the kernel's heads a rank, the top-k width), checked against the
+    float32 reference and the original (``kernel.splitk_check``) and, on a GPU, both timed by CUDA-graph
+    replay (``kernel.splitk_bench``). Named as the kernel alone: the server never ran it."""
+    survey, profile = finding_for(state, "survey"), finding_for(state, "profile")
+    device = survey.data["box"]["device"]
+    ran = profiled_shapes(target, device)
+    shapes = {"batch": profile.data["batch"], "topk": ran["topk"], "heads": ran["kernel_heads"]}
+    check = session.call("kernel.splitk_check", {**shapes, "device": device})
+    variants = ((check.get("data") or {}).get("variants") or {}).values()
+    errors = [v["vs_reference"]["out_norm_rel"] for v in variants if "out_norm_rel" in v.get("vs_reference", {})]
+    found = {"what": "the split-K kernel alone at the server's attention shapes, not in the server", "shapes": shapes,
+             "check_ok": check["ok"], "check_error": check.get("error"), "out_rel_err": max(errors) if errors else None,
+             "seqs": [check["seq"]], "speedup": None,
+             "why_no_speedup": "the box has no GPU: the kernel is checked under the Triton CPU interpreter, not timed"}
+    if device == "cuda" and check["ok"]:
+        bench = session.call("kernel.splitk_bench", shapes)
+        found["seqs"].append(bench["seq"])
+        data = bench.get("data") or {}
+        found.update(upstream_us=data.get("upstream_graph_us"), rewrite_us=data.get("rewrite_graph_us"),
+                     speedup=data.get("speedup_vs_upstream") if bench["ok"] else None,
+                     why_no_speedup=None if bench["ok"] else f"kernel.splitk_bench failed: {bench['error']}")
+    return found
+
+
+def _alone_table(found: dict[str, Any]) -> Table:
+    shapes = found["shapes"]
+    return Table(title="Split-K: the kernel alone at the server's shapes (not in the server)",
+                 columns=["batch", "heads", "top-k", "check", "error vs float32", "original us", "split-K us", "speedup", "log"],
+                 rows=[[shapes["batch"], shapes["heads"], shapes["topk"],
+                        "passed" if found["check_ok"] else f"failed: {found['check_error']}", found["out_rel_err"],
+                        found.get("upstream_us"), found.get("rewrite_us"), found["speedup"] or found["why_no_speedup"],
+                        ", ".join(map(str, found["seqs"]))]],
+                 note=f"{LIVE_SERVER}; what can be measured is the kernel on its own: one call at the profiled batch "
+                      f"and the server's per-rank shapes, against the float32 reference and the original kernel, timed "
+                      f"by CUDA-graph replay where the box has a GPU")
 
 
 def kernel_floor_ms(work_bytes: float, flops: float, gb_s: float, tflop_s: float) -> tuple[float, str]:
@@ -288,7 +344,8 @@ def propose_options(state: InvestigationState, session: Session, target: Target)
     """Turn the findings into options, each with its bound (Amdahl from the measured profile), its
     cost, what would prove it wrong, and whether this box can try it. Owning the fallback stack is
     bounded by the fallback kernels at their floors (bytes and FLOPs from the engine over the box's
-    measured bandwidth and matmul rate), with the looser instant bound beside it. No tool calls."""
+    measured bandwidth and matmul rate), with the looser instant bound beside it. No tool calls, but on an
+    SGLang server: there split-K is not tried in the server, and its kernel is measured alone (kernel_alone)."""
     levers = finding_for(state, "levers")
     times = _profile_times(state)
     profile = finding_for(state, "profile")
@@ -299,7 +356,7 @@ def propose_options(state: InvestigationState, session: Session, target: Target)
     else:
         total, part, op_part = times
         fallback = fallback_option(state, total, tok_s)
-        options = [splitk_option(state, total, part, tok_s, op_part), fallback,
+        options = [_on_engine(target, splitk_option(state, total, part, tok_s, op_part)), fallback,
                    hardware_option(state, target, tok_s, fallback), accept_option(tok_s)]
         floors = fallback["floors"]
         if floors["kernels"]:
@@ -313,11 +370,23 @@ def propose_options(state: InvestigationState, session: Session, target: Target)
                 "own-fallbacks_instant_x": Number(value=fallback["instant_x"], unit="x", seqs=profile.evidence,
                                                   label="Own the fallback kernel stack: those kernels instant"),
             }
+    splitk = next((o for o in options if o["name"] == "splitk"), None)
+    if target.engine.kind == "sglang" and splitk and splitk["offered"] and splitk.get("kernel_on_box"):
+        found = kernel_alone(session, state, target)
+        splitk["kernel_alone"] = found
+        tables.append(_alone_table(found))
+        if found["speedup"]:
+            splitk.update(estimate_x=amdahl(total, part, found["speedup"]),
+                          estimate_tok_s=tok_s * amdahl(total, part, found["speedup"]),
+                          estimate_basis=f"the kernel {found['speedup']:.3g}x faster, measured alone at the server's "
+                                         f"shapes (kernel.splitk_bench), the rest of the step as measured")
     ceiling = finding_for(state, "ceiling")
     spread = ceiling.numbers["ceiling_tok_s"].spread if ceiling and "ceiling_tok_s" in ceiling.numbers else None
     auto = auto_choice(options)
     offered = [o["name"] for o in options if o["offered"]]
     headline = f"{len(offered)} option(s) offered: {', '.join(offered)}; auto would choose {auto}"
+    if target.engine.kind == "sglang" and any(o["name"] == "splitk" and o["offered"] for o in options):
+        headline += f" (split-K is not tried: {LIVE_SERVER})"
     if times is not None and fallback["offered"]:
         headline += (f"; the fallback kernels at their floors bound owning them at {fmt_spread(fallback['upper_x'], spread)}x "
                      f"(instant: {fmt_spread(fallback['instant_x'], spread)}x)")
@@ -328,7 +397,8 @@ def propose_options(state: InvestigationState, session: Session, target: Target)
                     for o in options}, **numbers},
         tables=[Table(title="Options", columns=OPTION_COLUMNS, rows=[option_row(o, spread) for o in options]), *tables],
         evidence=sorted({s for f in ("survey", "levers", "profile", "grid", "gates") if finding_for(state, f)
-                         for s in finding_for(state, f).evidence}),
+                         for s in finding_for(state, f).evidence}
+                        | set(((splitk or {}).get("kernel_alone") or {}).get("seqs") or [])),
         labels=list(levers.labels),
         data={"options": options, "auto": auto},
     )

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import Any
 
+from agent import engine_sglang
 from agent.config import Target
 from agent.engine_runs import Setting, bench_args, best_setting, measured_batch, shapes_for, with_levers
 from agent.evidence import evidence
@@ -58,12 +60,12 @@ def profile_decode(state: InvestigationState, session: Session, target: Target) 
         # it reads a ranking from it
         return Draft(
             headline=f"trace unreadable: {exc}",
-            verdict="incomplete-trace", evidence=seq, labels=interpretation_labels(state) + ["failed"],
+            verdict="incomplete-trace", evidence=seq, labels=interpretation_labels(state, target) + ["failed"],
             artifacts={"trace": run.ref["path"]}, numbers=run.numbers,
             data={"summary": None, "dominant": None, "complete": False, "kind": None,
                   "setting": run.setting_data, "error": str(exc)},
         )
-    labels = interpretation_labels(state)
+    labels = interpretation_labels(state, target)
     if summary.kind == "cpu-host":
         labels.append("host-ranges")
 
@@ -79,7 +81,11 @@ def profile_decode(state: InvestigationState, session: Session, target: Target) 
             data={"summary": summary_data, "dominant": None, "complete": False, "setting": run.setting_data},
         )
     focus = critical_focus(summary, _timed_row(run), files)
-    return _with_ranks(_ranked(session, target, run, summary, summary_data, labels, focus), run, summary)
+    draft = _with_ranks(_ranked(session, target, run, summary, summary_data, labels, focus), run, summary)
+    if run.server is not None:
+        draft.data["server"] = run.server
+        draft.headline += f" [{run.server.get('traced') or run.server['server']}]"
+    return draft
 
 
 def _timed_row(run: "_Profiled") -> dict[str, Any] | None:
@@ -117,6 +123,7 @@ class _Profiled:
     setting: Setting
     setting_data: dict[str, Any]
     numbers: dict[str, Number]  # the setting's tok/s and step (_setting_numbers)
+    server: dict[str, Any] | None = None  # an SGLang server's profile: which server, its arguments, the SGLang
 
     @property
     def seq(self) -> list[int]:
@@ -134,6 +141,8 @@ def _run_profiled(state: InvestigationState, session: Session, target: Target, d
     # ceiling (the ceiling step's ``beaten_by``) sends the investigation on from the best measured one.
     earlier = finding_for(state, "ceiling")
     applied = best_setting(target, finding_for(state, "levers").data) if earlier and earlier.data.get("beaten_by") else []
+    if engine_sglang.is_sglang(target):
+        return _profiled_server(session, target, device, applied, finding_for(state, "levers"))
     setting = with_levers(target, applied, device)
     args = bench_args(target, device, setting, [batch], profile={"batch": batch, "steps": target.profile.steps})
     result = session.call("engine.bench", args)
@@ -147,6 +156,75 @@ def _run_profiled(state: InvestigationState, session: Session, target: Target, d
                      setting_data={"label": setting.label, "env": setting.env, "options": setting.options,
                                    "levers": [lever.name for lever in applied]},
                      numbers=_setting_numbers(target, device, setting, throughput(result, batch), [result["seq"]]))
+
+
+def _profiled_server(session: Session, target: Target, device: str, applied: list, levers) -> _Profiled:
+    """Profile the SGLang server (``sglang.profile``: a decode-heavy load, ``POST /start_profile`` for
+    ``profile.steps`` steps, one trace per rank as the server names them) with at most the one lever the
+    ceiling sent the investigation on with. The setting's tok/s and step (median TPOT) are the lever
+    sweep's, timed without the profiler (the ``levers`` finding), as the reference engine's are; the profiled
+    load's own, slowed by the profiler, are beside them; each names the server. Fails when the run fails or
+    a rank's trace did not come back."""
+    batch = engine_sglang.concurrency_of(target, device)
+    setting = engine_sglang.with_lever(target, applied[0]) if applied else engine_sglang.baseline(target)
+    result = session.call("sglang.profile", engine_sglang.profile_args(target, device, setting, target.profile.steps))
+    if not result["ok"]:
+        raise StepFailed(f"the profiling run (sglang.profile) failed: {result['error']}")
+    refs = {ref["name"]: ref for ref in result["artifacts"]}
+    data = result["data"]
+    # the decode stage's trace of each rank (profile_by_stage also writes each rank's EXTEND trace), by the
+    # name the run stored it under (the file's own name; the tool names it by its path under its output)
+    info = dict(data.get("trace_info") or {})
+    named = [PurePosixPath(name).name for name in info.get("files") or [info.get("file") or ""]]
+    traces = [name for name in named if name in refs]
+    if not traces or len(traces) != len(named):
+        raise StepFailed(f"the profiling run (sglang.profile, log line {result['seq']}) brought back "
+                         f"{len(traces)} of the {len(named)} rank traces it names")
+    info.update(file=traces[0], files=traces)
+    result = {**result, "data": {**data, "trace": info}}
+    measured = (data.get("runs") or [{}])[0]
+    rows = data.get("results") or measured.get("results") or []
+    row = next((r for r in rows if r["batch"] == batch), None)
+    if row is None:
+        raise StepFailed(f"the profiled server's load (sglang.profile, log line {result['seq']}) reported no result "
+                         f"at concurrency {batch}")
+    result["data"]["results"] = [row]
+    served = engine_sglang.server_of(target, [n for n in (row.get("server"), measured.get("server")) if n][:1])
+    # the load is measured where the client sends it (a router, in a disaggregated layout); the traces are
+    # the server that ran the decode steps
+    traced = engine_sglang.server_of(target, [t["server"] for t in data.get("traces") or [] if t.get("server")][:1])
+    server = (f"{served}, {len(traces)} rank trace{'s' if len(traces) > 1 else ''} of the decode stage" if traced == served
+              else f"the load through {served}; {len(traces)} rank trace{'s' if len(traces) > 1 else ''} of the decode "
+                   f"stage from {traced}")
+    seq = [result["seq"]]
+    timed = _swept_setting(levers, setting.label)
+    sweep = f"{served}: the lever sweep's runs of {setting.label}, without the profiler"
+    numbers = {
+        "setting_tok_s": Number(value=timed["tok_s"], unit="tok/s", seqs=timed["seqs"],
+                                label=f"{setting.label}: output throughput, median of its runs [{sweep}]"),
+        "setting_step_ms": Number(value=timed["step_ms"], unit="ms", seqs=timed["seqs"],
+                                  label=f"decode step of {setting.label}: median TPOT, median of its runs [{sweep}]"),
+        "timed_step_ms": Number(value=timed["step_ms"], unit="ms", seqs=timed["seqs"],
+                                label=f"decode step, timed without the profiler: median TPOT [{sweep}]"),
+        "profiled_load_tok_s": Number(value=row["tok_s"], unit="tok/s", seqs=seq,
+                                      label=f"output throughput of the profiled load, the profiler on [{server}]"),
+        "profiled_load_step_ms": Number(value=row["step_ms"], unit="ms", seqs=seq,
+                                        label=f"median TPOT of the profiled load, the profiler on [{server}]"),
+    }
+    return _Profiled(result=result, refs=refs, ref=refs[info["file"]], batch=batch, setting=setting,
+                     setting_data={"label": setting.label, "env": setting.env, "options": {},
+                                   "levers": [lever.name for lever in applied]}, numbers=numbers,
+                     server={"server": served, "traced": traced, "args": setting.args,
+                             "traces": data.get("traces"), "sglang": data.get("sglang")})
+
+
+def _swept_setting(levers, label: str) -> dict[str, Any]:
+    """A setting's tok/s, step (median TPOT) and log lines as the lever sweep measured it."""
+    data = levers.data
+    if label == "baseline":
+        return {"tok_s": data["baseline"]["tok_s"], "step_ms": data["baseline"]["step_ms"], "seqs": data["baseline"]["seqs"]}
+    result = next(r for r in data["levers"] if r["name"] == label)
+    return {"tok_s": result["tok_s"], "step_ms": result["step_ms"], "seqs": result["seqs"]}
 
 
 def _ranked(session: Session, target: Target, run: _Profiled, summary, summary_data: dict[str, Any],

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from statistics import stdev
+from statistics import mean, median, stdev
 from typing import Any
 
 from agent import consistency, stats
@@ -115,7 +115,7 @@ def build_splitk(state: InvestigationState, session: Session, target: Target) ->
     interval, pairs, runs, output = _alternate(session, target, device, batch, reference, setting, run, seqs)
     figures = _compare(session, profile, run, batch)
     figures.update(interval=interval, pairs=len(pairs), measured_x=interval.ratio,
-             measured_tok_s=profile.number("setting_tok_s") * interval.ratio)
+                   measured_tok_s=runs["splitk_tok_s"], rounds_reference_tok_s=runs["reference_tok_s"])
     numbers = _numbers(target, profile, run, call_rows, figures, profiled["label"], seqs)
 
     # Hold the measurement against the ceiling's bounds and the predictions, with this comparison's noise.
@@ -132,7 +132,7 @@ def build_splitk(state: InvestigationState, session: Session, target: Target) ->
     verdict = "model-failed" if violated else ("prediction-missed" if missed else "prediction-holds")
     refs = {ref["name"]: ref for ref in run["artifacts"]}
     return Draft(
-        headline=_headline(figures, output, violated, missed), verdict=verdict, numbers=numbers,
+        headline=_headline(figures, output, violated, missed, mine), verdict=verdict, numbers=numbers,
         tables=_tables(figures, call_rows, throughput(run, batch)["step_ms"], output, target.thresholds.noise.output_rtol,
                        profiled["label"]),
         artifacts={"trace": refs[run["data"]["trace"]["file"]]["path"],
@@ -141,6 +141,7 @@ def build_splitk(state: InvestigationState, session: Session, target: Target) ->
         evidence=sorted(set(seqs)), labels=interpretation_labels(state),
         data={"setting": {"label": setting.label, "env": setting.env, "options": setting.options},
               "calls": call_rows, "kernel_speedup": figures["kernel_speedup"], "operation_speedup": figures["op_speedup"],
+              "kernel_speedup_interval": figures["kernel_speedup_interval"],
               "operation_after": figures["attribution"], "predicted_x": figures["predicted_x"], "predicted_operation_x": figures["predicted_op_x"],
               "measured_x": figures["measured_x"], "measured_interval": interim.data["measured_interval"],
               "measured_interval_basis": interim.data["measured_interval_basis"], "runs_ms": runs,
@@ -189,14 +190,21 @@ def _alternate(session: Session, target: Target, device: str, batch: int, refere
     pairs: list[tuple[float, float]] = []
     runs: dict[str, Any] = {"reference": [], "splitk": [], "profiled_splitk_ms": _run_ms(run, batch),
                             "sweep_seq": swept["seq"]}
+    scales = []
     for a, b in zip(measured_runs[2::2], measured_runs[3::2]):
         if a["ok"] and b["ok"]:
             pairs.append((a["step_ms"], b["step_ms"]))
             runs["reference"].append(a["step_ms"])
             runs["splitk"].append(b["step_ms"])
+            scales.append(b["scale"])
     interval = stats.paired_interval(pairs, noise.confidence)
     if interval.ratio is None:
         raise StepFailed(f"no round measured both the profiled setting and split-K ({rounds} tried)")
+    # Each setting's tok/s is what its own runs in these rounds measured: the run of median step time,
+    # projected as the engine projects every run (tok/s x step ms is one scale at this batch and depth),
+    # so round 2's T (the median split-K step) and its tok/s are one and the same run's figures.
+    runs["splitk_tok_s"] = median(scales) / median(runs["splitk"])
+    runs["reference_tok_s"] = median(scales) / median(runs["reference"])
     # The engine's answer with the rewrite against the profiled setting's, as every lever's is checked.
     ref_sketch = next((a["sketch"] for a in measured_runs[2::2] if a["ok"] and a.get("sketch")), None)
     output = output_check(ref_sketch, [b.get("sketch") for b in measured_runs[3::2] if b["ok"]], noise.output_rtol)
@@ -241,7 +249,9 @@ def _compare(session: Session, profile: Finding, run: dict[str, Any], batch: int
                 "before_timed_ms": profile.number("timed_step_ms"), "after_window_ms": after_window,
                 "after_timed_ms": _run_ms(run, batch)} if after_window > 0 else None)
     now = split_summary.merged.kernels[0].to_dict() if split_summary.merged.kernels else None
-    return {"dominant": dominant["name"], "t_before": t_before, "t_after": t_after, "kernel_speedup": kernel_speedup,
+    after_windows = [w.window_us / 1000 for w in split_summary.merged.step_windows]
+    kernel_interval = _ratio_interval(kernel_speedup, times["step_windows_ms"], after_windows)
+    return {"kernel_speedup_interval": kernel_interval,"dominant": dominant["name"], "t_before": t_before, "t_after": t_after, "kernel_speedup": kernel_speedup,
             "op_before": op_before, "op_after_us": op_after_us, "attribution": attribution, "op_speedup": op_speedup,
             "predicted_x": predicted_x, "predicted_op_x": predicted_op_x, "prediction_intervals": prediction_intervals,
             "launches": launches, "gone": gone, "stretch": stretch, "now": now,
@@ -260,7 +270,8 @@ def _numbers(target: Target, profile: Finding, run: dict[str, Any], call_rows: l
                              spread=_half_width(interval)),
         "measured_low_x": Number(value=interval.low, unit="x", label=f"{100 * noise.confidence:.0f}% interval, low", seqs=sorted(set(seqs))),
         "measured_high_x": Number(value=interval.high, unit="x", label=f"{100 * noise.confidence:.0f}% interval, high", seqs=sorted(set(seqs))),
-        "splitk_tok_s": Number(value=figures["measured_tok_s"], unit="tok/s", label=f"engine with split-K, projected: the profiled setting's tok/s x the measured ratio (to {target.model.layers} layers)", seqs=sorted(set(seqs))),
+        "splitk_tok_s": Number(value=figures["measured_tok_s"], unit="tok/s", label=f"engine with split-K, measured: its run of median step time among the {figures['pairs']} alternating rounds (projected to {target.model.layers} layers)", seqs=sorted(set(seqs))),
+        "rounds_reference_tok_s": Number(value=figures["rounds_reference_tok_s"], unit="tok/s", label=f"engine, {profiled}, measured: its run of median step time among the same rounds (projected to {target.model.layers} layers)", seqs=sorted(set(seqs))),
         "launches_before": Number(value=figures["launches"]["before"], unit="launches/step", label="kernel launches a step, profiled setting", seqs=profile.evidence),
         "launches_after": Number(value=figures["launches"]["after"], unit="launches/step", label="kernel launches a step, with split-K", seqs=[run["seq"]]),
         "check_out_rel_err": Number(value=max((worst_error(r["check"] or {}, "out_norm_rel") or 0) for r in call_rows), label="worst norm-wise relative error of the output vs float32, over the engine's calls", seqs=[r["check_seq"] for r in call_rows]),
@@ -274,13 +285,13 @@ def _numbers(target: Target, profile: Finding, run: dict[str, Any], call_rows: l
     return numbers
 
 
-def _headline(figures: dict[str, Any], output: dict[str, Any], violated: list, missed: list) -> str:
+def _headline(figures: dict[str, Any], output: dict[str, Any], violated: list, missed: list, mine: list) -> str:
     predicted_x, predicted_op_x, interval = figures["predicted_x"], figures["predicted_op_x"], figures["interval"]
     pred = f"predicts {predicted_op_x:.3g}x from the operation, {predicted_x:.3g}x from the kernel" if predicted_op_x else (
         f"predicts {predicted_x:.3g}x from the kernel" if predicted_x else "has no prediction")
     ival = f" [{interval.low:.3g}, {interval.high:.3g}]" if interval.low is not None else ""
     headline = (f"split-K: {figures['dominant']} {figures['kernel_speedup']:.3g}x faster in the profile; Amdahl {pred}; the engine "
-                f"measured {figures['measured_x']:.3g}x{ival} ({figures['baseline_tok_s']:.3g} -> {figures['measured_tok_s']:.3g} tok/s, projected)"
+                f"measured {figures['measured_x']:.3g}x{ival} ({figures['rounds_reference_tok_s']:.3g} -> {figures['measured_tok_s']:.3g} tok/s in the same rounds, projected)"
                 if figures["kernel_speedup"] else "split-K: the replacement kernels were not found in the trace")
     if output["ok"] is None:
         headline += f"; engine output not checked ({output['note']})"
@@ -290,7 +301,23 @@ def _headline(figures: dict[str, Any], output: dict[str, Any], violated: list, m
         headline += f"; above the bound {violated[0].claim_x:.3g}x ({violated[0].claim}): the model failed"
     elif missed:
         headline += "; the prediction missed"
-    return headline
+    return headline + _held_text(mine, missed)
+
+
+def _held_text(mine: list, missed: list) -> str:
+    """What the headline adds from the consistency check: bounds the measurement cannot be separated
+    from, the options' earlier estimate when it missed, and predictions that hold only by overlap."""
+    text = ""
+    close = sorted({c.claim_x for c in mine if c.kind == "bound" and c.verdict == "within noise of the bound"})
+    if close:
+        text += f"; within noise of the bound {', '.join(f'{x:.4g}x' for x in close)} (its interval reaches it)"
+    earlier = [c for c in mine if c.verdict == "missed" and c not in missed]
+    if earlier:
+        text += f"; the options' estimate {earlier[0].claim_x:.3g}x missed"
+    loose = [c for c in mine if c.kind == "prediction" and c.verdict == "holds" and c.note.startswith(consistency.LOOSE)]
+    if loose:
+        text += f"; the prediction holds only by overlap of wide intervals ({loose[0].note.split(': ', 1)[1].split(', so')[0]})"
+    return text
 
 
 def _tables(figures: dict[str, Any], call_rows: list[dict], step_ms: float, output: dict[str, Any], rtol: float,
@@ -300,7 +327,8 @@ def _tables(figures: dict[str, Any], call_rows: list[dict], step_ms: float, outp
         [f"{figures['dominant']} in the profile (ms)", figures["t_before"], figures["t_after"], figures["kernel_speedup"]],
         *([["the attention operation in the profile (ms)", figures["op_before"], figures["op_after_us"] / 1000, figures["op_speedup"]]]
           if figures["op_speedup"] else []),
-        [f"engine tok/s ({profiled}), projected", figures["baseline_tok_s"], figures["measured_tok_s"], figures["measured_x"]],
+        [f"engine tok/s ({profiled}), measured in the alternating rounds, projected", figures["rounds_reference_tok_s"],
+         figures["measured_tok_s"], figures["measured_x"]],
         ["kernel launches a step", figures["launches"]["before"], figures["launches"]["after"], None],
     ]
     call_table = [[call_label(r["call"]), r["call"].get("calls_per_step"), r["call"].get("config"),
@@ -312,7 +340,8 @@ def _tables(figures: dict[str, Any], call_rows: list[dict], step_ms: float, outp
                   for r in call_rows]
     return [Table(title="Split-K against the original", columns=["measure", "original", "split-K", "ratio"], rows=rows,
                   note=f"measured: {_basis(figures['interval'], figures['pairs'])}; kernel and operation times from the two profiles; "
-                       f"split-K tok/s is projected: the profiled setting's tok/s x the measured ratio; "
+                       f"tok/s: each setting's run of median step time in those rounds (projected to the model's layers); ratio: "
+                       f"the geometric mean of the paired rounds' ratios; "
                        + _output_text(output, rtol)),
             Table(title="The engine's attention calls, checked and timed as the engine made them",
                   columns=["call", "calls a step", "config", "splits", "compressed splits", "error vs float32",
@@ -338,6 +367,16 @@ def _prediction_interval(times: dict[str, Any], part_ms: float, x: float, speedu
     remaining = (times["window_ms"] - part_ms + part_ms / speedup) / times["steps"]
     spread = stdev(windows) / remaining if remaining > 0 else None
     return [x / (1 + spread), x * (1 + spread)] if spread is not None else None
+
+
+def _ratio_interval(ratio: float | None, before: list[float], after: list[float]) -> list[float] | None:
+    """A ratio of two profiles' times known to the profiled steps' variation on each side: each side's
+    windows' relative standard deviation, added (the profiles are one run each, so this is their
+    step-to-step spread, not a confidence interval)."""
+    if ratio is None or len(before) < 2 or len(after) < 2:
+        return None
+    spread = stdev(before) / mean(before) + stdev(after) / mean(after)
+    return [ratio / (1 + spread), ratio * (1 + spread)]
 
 
 def _half_width(interval: stats.Interval) -> float | None:

@@ -1,0 +1,166 @@
+"""SGLang's own benchmark client, ``python -m sglang.benchmark.serving``, against one server; its JSONL read.
+
+The random-ids dataset (nothing downloaded), a local tokenizer, ``--tokenize-prompt`` (the prompt's ids are sent,
+so input lengths are exact), the client's own warm-up requests at the measured concurrency, a fresh
+``--output-file`` per run (the client appends) with ``--output-details`` (per-request ITLs and lengths). The hub
+is kept offline in the client's environment. If the client cannot be imported as installed, the shim folder
+(client_shim/) goes first on its PYTHONPATH, and the result says so.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from .server import RunFailed
+
+SHIM_DIR = Path(__file__).with_name("client_shim")
+MODULE = "sglang.benchmark.serving"
+# Names of the summary in the JSONL that the installed version writes, with the dataclass's name where a
+# release wrote that instead (0.5.23 writes total_input_tokens for BenchmarkMetrics.total_input).
+FIELDS = {"output_throughput": ("output_throughput",), "median_tpot_ms": ("median_tpot_ms",),
+          "p99_tpot_ms": ("p99_tpot_ms",), "median_ttft_ms": ("median_ttft_ms",), "p99_ttft_ms": ("p99_ttft_ms",),
+          "median_itl_ms": ("median_itl_ms",), "p99_itl_ms": ("p99_itl_ms",), "completed": ("completed",),
+          "total_input_tokens": ("total_input_tokens", "total_input"),
+          "total_output_tokens": ("total_output_tokens", "total_output"), "duration": ("duration",)}
+
+
+def base_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1")
+    return env
+
+
+def _env_with(shims: bool) -> dict[str, str]:
+    env = base_env()
+    if shims:
+        env["PYTHONPATH"] = os.pathsep.join([str(SHIM_DIR), *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def _imports(shims: bool) -> tuple[bool, str]:
+    proc = subprocess.run([sys.executable, "-c", f"import {MODULE}"], env=_env_with(shims), capture_output=True,
+                          text=True, timeout=300)
+    lines = proc.stderr.strip().splitlines()
+    return proc.returncode == 0, (lines[-1] if lines else "")
+
+
+_SHIMS: list[list[str]] = []
+
+
+def _shim_stubs() -> list[str]:
+    """The shim's STUBS list, read from its file (importing it here would install the stub in this process)."""
+    tree = ast.parse((SHIM_DIR / "sitecustomize.py").read_text())
+    return next(ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == "STUBS" for t in node.targets))
+
+
+def shims_needed() -> list[str]:
+    """The stubs the client needs on this box: [] when the real import works, else the shim's STUBS (once a
+    process); RuntimeError when it fails with them too."""
+    if _SHIMS:
+        return _SHIMS[0]
+    works, error = _imports(False)
+    if works:
+        _SHIMS.append([])
+        return []
+    works_shimmed, error_shimmed = _imports(True)
+    if not works_shimmed:
+        raise RuntimeError(f"{MODULE} does not import, as installed ({error}) nor with the client shim "
+                           f"({error_shimmed})")
+    sys.stderr.write(f"{MODULE} does not import as installed ({error}): the client runs with the shim\n")
+    stubs = _shim_stubs()
+    _SHIMS.append(stubs)
+    return stubs
+
+
+def shims_used() -> list[str] | None:
+    """The stubs the client ran with in this process; None when no client was started."""
+    return _SHIMS[0] if _SHIMS else None
+
+
+def command(host: str, port: int, load: dict, tokenizer: str, output_file: Path) -> list[str]:
+    return [sys.executable, "-m", MODULE, "--backend", "sglang", "--host", host, "--port", str(port),
+            "--dataset-name", "random-ids", "--random-input-len", str(load["input_len"]),
+            "--random-output-len", str(load["output_len"]), "--random-range-ratio", "1.0",
+            "--max-concurrency", str(load["concurrency"]), "--num-prompts", str(load["num_prompts"]),
+            "--warmup-requests", str(load.get("warmup_prompts", load["concurrency"])),
+            "--seed", str(load.get("seed", 1)), "--tokenizer", tokenizer, "--tokenize-prompt",
+            "--output-file", str(output_file), "--output-details", "--disable-tqdm"]
+
+
+def start(host: str, port: int, load: dict, tokenizer: str, output_file: Path, log_path: Path) -> subprocess.Popen:
+    """The client running (its output to ``log_path``); ``output_file`` must not exist yet."""
+    if output_file.exists():
+        raise RuntimeError(f"{output_file} exists: the client appends, every run needs a fresh file")
+    output_file.parent.mkdir(parents=True, exist_ok=True)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(command(host, port, load, tokenizer, output_file), stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=subprocess.STDOUT, env=_env_with(bool(shims_needed())))
+
+
+def _last_line(path: Path, log_path: Path) -> dict:
+    lines = path.read_text().strip().splitlines() if path.exists() else []
+    if not lines:
+        tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] if log_path.exists() else []
+        raise RunFailed("client_failed", f"the client wrote no result to {path.name}"
+                                         f"{': ' + tail[0][:300] if tail else ''}")
+    return json.loads(lines[-1])
+
+
+def _field(record: dict, name: str):
+    for key in FIELDS[name]:
+        if key in record:
+            return record[key]
+    raise RunFailed("client_failed", f"the client's JSONL has none of {', '.join(FIELDS[name])}")
+
+
+def per_request_tpot_ms(record: dict) -> list[float]:
+    """Each successful request's time per output token after the first, from the client's own ITLs
+    (``itls`` lists a request's gaps between streamed tokens: their sum over output_len - 1)."""
+    samples = []
+    for itls, n, error in zip(record.get("itls") or [], record.get("output_lens") or [], record.get("errors") or []):
+        if not error and n and n > 1 and itls:
+            samples.append(sum(itls) * 1000.0 / (n - 1))
+    return samples
+
+
+def row(record: dict, load: dict) -> dict:
+    """The run's results row (what agent/steps/measurements.sweep_runs reads) from the client's JSONL line."""
+    tok_s = _field(record, "output_throughput")
+    return {"batch": load["concurrency"], "step_ms": _field(record, "median_tpot_ms"),
+            "step_ms_samples": per_request_tpot_ms(record), "tok_s": tok_s, "tok_s_projected": tok_s,
+            "ttft_ms_median": _field(record, "median_ttft_ms"), "ttft_ms_p99": _field(record, "p99_ttft_ms"),
+            "tpot_ms_median": _field(record, "median_tpot_ms"), "tpot_ms_p99": _field(record, "p99_tpot_ms"),
+            "itl_ms_median": _field(record, "median_itl_ms"), "itl_ms_p99": _field(record, "p99_itl_ms"),
+            "completed": _field(record, "completed"), "prompts": load["num_prompts"],
+            "total_input_tokens": _field(record, "total_input_tokens"),
+            "total_output_tokens": _field(record, "total_output_tokens"), "duration_s": _field(record, "duration")}
+
+
+def finish(proc: subprocess.Popen, output_file: Path, log_path: Path, load: dict, timeout_s: float) -> dict:
+    """Wait for the client; its row, or RunFailed (client_failed: no result or a non-zero exit; incomplete:
+    fewer requests completed than the prompts sent)."""
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise RunFailed("timeout", f"the client did not finish within {timeout_s:g} s") from None
+    if proc.returncode != 0:
+        tail = log_path.read_text(errors="replace").strip().splitlines()[-1:]
+        raise RunFailed("client_failed", f"the client exited with status {proc.returncode}"
+                                         f"{': ' + tail[0][:300] if tail else ''}")
+    record = _last_line(output_file, log_path)
+    result = row(record, load)
+    if result["completed"] < load["num_prompts"]:
+        errors = [e for e in record.get("errors") or [] if e]
+        first = (errors[0].strip().splitlines() or [""])[-1][:300] if errors else ""
+        raise RunFailed("incomplete", f"{result['completed']} of {load['num_prompts']} requests completed"
+                                      f"{': ' + first if first else ''}")
+    return result
