@@ -35,7 +35,7 @@ FULL_USER, BARE_USER = "pi-box", "pi-box-bare"
 # one import that reaches it, on the client's path only)
 BOX_DISTRIBUTIONS = ("torch", "triton", "numpy", "pydantic", "msgspec",
                      "transformers", "tokenizers", "aiohttp", "datasets", "orjson", "pybase64", "psutil", "pillow",
-                     "pyzmq", "starlette", "requests", "tqdm")
+                     "pyzmq", "starlette", "requests", "tqdm", "ipython")
 NO_DEPS = ("sglang",)  # its source only, as the Makefile installs it
 
 

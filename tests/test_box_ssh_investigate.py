@@ -150,19 +150,24 @@ def ssh_sglang_run(sshd, tmp_path_factory) -> Path:
     return only_run(runs)
 
 
-def test_the_sglang_stand_in_over_ssh_runs_every_step_as_a_local_run_does(ssh_sglang_run, sglang_run):
-    over_ssh, local = findings(ssh_sglang_run), findings(sglang_run)
-    assert [f["step"] for f in over_ssh] == [f["step"] for f in local]
-    def levers(run_findings):  # what no timing decides: which levers failed, and which were not tried and why
-        data = next(f for f in run_findings if f["step"] == "levers")["data"]
-        return {r["name"]: (r["status"], r.get("reason")) for r in data["levers"] if r["status"] in ("failed", "not tried")}
-    assert levers(over_ssh) == levers(local)
-    survey = next(f for f in over_ssh if f["step"] == "survey")
+def test_the_sglang_stand_in_over_ssh_runs_every_step(ssh_sglang_run):
+    run = findings(ssh_sglang_run)
+    steps = [f["step"] for f in run]
+    assert steps[:3] == ["survey", "levers", "profile"] and {"ceiling", "gates", "options", "report"} <= set(steps), steps
+    assert "splitk" not in steps  # split-K cannot be dropped into a live server
+    levers = {r["name"]: r for r in next(f for f in run if f["step"] == "levers")["data"]["levers"]}
+    # what no timing decides: the planted crashes and the missing FlashInfer fail, with their log excerpts;
+    # NCCL's variables are not applicable to gloo; the server-flag levers were measured, with intervals
+    for name in ("mem-fraction-0.95", "attn-dp-2", "attention-flashinfer"):
+        assert levers[name]["status"] == "failed" and levers[name]["log_excerpt"], levers[name]
+    assert all("not applicable to gloo" in levers[n]["reason"] for n in levers if n.startswith("nccl-"))
+    assert all(levers[n]["interval"] for n in ("cuda-graph-off", "continuous-decode-4", "ep-4"))
+    survey = next(f for f in run if f["step"] == "survey")
     sglang_dir = survey["data"]["software"]["sglang_dir"]
     assert sglang_dir.startswith(str(harness.ENV_CACHE))  # the host's own sglang, not the agent's
-    gates = next(f for f in over_ssh if f["step"] == "gates")
+    gates = next(f for f in run if f["step"] == "gates")
     assert gates["data"]["source"]["dir"] == sglang_dir
-    profile = next(f for f in over_ssh if f["step"] == "profile")
+    profile = next(f for f in run if f["step"] == "profile")
     files = profile["data"]["summary"]["files"]
     assert len(files) == 4 and all((ssh_sglang_run / f["path"]).is_file() for f in files)  # every rank's trace came back
     assert (ssh_sglang_run / "PROFILE_FINDINGS.md").is_file()
