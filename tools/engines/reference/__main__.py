@@ -11,30 +11,19 @@ spec, a device or backend this box lacks: one-line message on stderr, and an ``o
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import os
 import sys
 import traceback
 from pathlib import Path
 
+from tools.box_cli import BadInput, Parser, emit
+
 from .spec import TRITON_BACKENDS, SpecError, parse_spec, parse_sweep_spec
 
 
-class _BadInput(Exception):
-    def __init__(self, message: str, kind: str):
-        super().__init__(message)
-        self.kind = kind
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line and exit 2, as every box tool
-        raise _BadInput(f"usage error: {message}", "bad_input")
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m tools.engines.reference", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = Parser(prog="python -m tools.engines.reference", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     bench = sub.add_parser("bench", help="time decode steps per batch size; optionally write a trace")
     bench.add_argument("--spec", required=True, help="JSON object, or @path to a JSON file")
     bench.add_argument("--out", required=True, type=Path, help="directory for the trace")
@@ -46,29 +35,13 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _clean(value):
-    """JSON-safe plain data: NaN/inf become null."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
-
-
-def _emit(obj: dict) -> None:
-    sys.stdout.write(json.dumps(_clean(obj), sort_keys=True, allow_nan=False) + "\n")
-    sys.stdout.flush()
-
-
 def _prepare_device(requested: str, attentions: set[str]) -> None:
     """Refuse a device this box lacks; on the CPU, put Triton in interpreter mode before it loads."""
     import torch
 
     cuda = torch.cuda.is_available()
     if requested == "cuda" and not cuda:
-        raise _BadInput("device cuda requested but torch.cuda.is_available() is false on this box", "bad_input")
+        raise BadInput("device cuda requested but torch.cuda.is_available() is false on this box", "bad_input")
     on_cpu = requested == "cpu" or (requested == "auto" and not cuda)
     if on_cpu and attentions & set(TRITON_BACKENDS) and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
         if "triton" in sys.modules:
@@ -88,7 +61,7 @@ def _check_ranks_fit(device, world: int) -> None:
     import torch
 
     if device.type == "cuda" and torch.cuda.device_count() < world:
-        raise _BadInput(f"bad spec: distributed TP{world} needs {world} GPUs (NCCL runs one rank a GPU), this box has "
+        raise BadInput(f"bad spec: distributed TP{world} needs {world} GPUs (NCCL runs one rank a GPU), this box has "
                         f"{torch.cuda.device_count()}", "bad_input")
 
 
@@ -98,11 +71,11 @@ def _main(argv: list[str]) -> int:
         sweep = parse_sweep_spec(args.spec) if args.command == "sweep" else None
         spec = sweep.base if sweep else parse_spec(args.spec)
     except SpecError as exc:
-        raise _BadInput(str(exc), "bad_input") from None
+        raise BadInput(str(exc), "bad_input") from None
     specs = [sweep.spec_of(i) for i in range(len(sweep.runs))] if sweep else [spec]
     needs_gpu = next((name for name in map(_gpu_only, specs) if name), None)
     if needs_gpu and spec.device == "cpu":
-        raise _BadInput(f"bad spec: {needs_gpu}: needs a CUDA device, spec device is cpu", "bad_input")
+        raise BadInput(f"bad spec: {needs_gpu}: needs a CUDA device, spec device is cpu", "bad_input")
     _prepare_device(spec.device, {s.attention for s in specs})
 
     from . import bench, check, spawn
@@ -110,7 +83,7 @@ def _main(argv: list[str]) -> int:
     from .attention import BackendUnavailable
 
     if needs_gpu and bench.resolve_device(spec.device).type != "cuda":
-        raise _BadInput(f"bad spec: {needs_gpu}: needs a CUDA device, none on this box", "bad_input")
+        raise BadInput(f"bad spec: {needs_gpu}: needs a CUDA device, none on this box", "bad_input")
     distributed = spec.distributed and args.command != "check"
     if distributed:
         _check_ranks_fit(bench.resolve_device(spec.device), sweep.world() if sweep else spec.tp)
@@ -126,8 +99,8 @@ def _main(argv: list[str]) -> int:
             args.out.mkdir(parents=True, exist_ok=True)
             result = spawn.run_bench(spec, spec_text, args.out) if distributed else bench.run(spec, args.out)
     except BackendUnavailable as exc:
-        raise _BadInput(str(exc), "missing_dependency") from None
-    _emit(result)
+        raise BadInput(str(exc), "missing_dependency") from None
+    emit(result)
     return 0
 
 
@@ -148,15 +121,15 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         return _main(argv)
-    except _BadInput as exc:
+    except BadInput as exc:
         message = str(exc).replace("\n", " ")
         print(message, file=sys.stderr)
-        _emit({"ok": False, "engine": "reference", "error": message, "kind": exc.kind})
+        emit({"ok": False, "engine": "reference", "error": message, "kind": exc.kind})
         return 2
     except Exception as exc:  # a crash is a result: report it as JSON, with the traceback on stderr
         traceback.print_exc(file=sys.stderr)
         first_line = (str(exc).strip().splitlines() or [""])[0]
-        _emit({"ok": False, "engine": "reference", "error": f"{type(exc).__name__}: {first_line}",
+        emit({"ok": False, "engine": "reference", "error": f"{type(exc).__name__}: {first_line}",
                "kind": _failure_kind(exc)})
         return 1
 

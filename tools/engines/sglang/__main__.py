@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import traceback
 from pathlib import Path
+
+from tools.box_cli import BadInput, Parser, emit
 
 from . import installed
 from .spec import SpecError
@@ -26,20 +27,9 @@ from .spec import SpecError
 ENGINE = "sglang"
 
 
-class _BadInput(Exception):
-    def __init__(self, message: str, kind: str = "bad_input"):
-        super().__init__(message)
-        self.kind = kind
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line and exit 2, as every box tool
-        raise _BadInput(f"usage error: {message}")
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m tools.engines.sglang", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = Parser(prog="python -m tools.engines.sglang", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     check = sub.add_parser("check", help="server args, levers and env against the installed SGLang")
     check.add_argument("--spec", required=True, help="JSON object, or @path to a JSON file")
     for name, text in (("sweep", "each run on a server of its own, SGLang's client as the load"),
@@ -50,27 +40,11 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _clean(value):
-    """JSON-safe plain data: NaN/inf become null."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
-
-
-def _emit(obj: dict) -> None:
-    sys.stdout.write(json.dumps(_clean(obj), sort_keys=True, allow_nan=False) + "\n")
-    sys.stdout.flush()
-
-
 def _read_spec(text: str) -> dict:
     try:
         return json.loads(Path(text[1:]).read_text() if text.startswith("@") else text)
     except (OSError, json.JSONDecodeError) as exc:
-        raise _BadInput(f"bad spec: {exc}") from None
+        raise BadInput(f"bad spec: {exc}") from None
 
 
 def _main(argv: list[str]) -> int:
@@ -83,7 +57,7 @@ def _main(argv: list[str]) -> int:
             if not isinstance(raw, dict):
                 raise SpecError("bad spec: a JSON object is expected")
             result = check.run(raw)
-            _emit(result)
+            emit(result)
             return 0 if result["ok"] else 2
         from . import server, spec
 
@@ -100,10 +74,10 @@ def _main(argv: list[str]) -> int:
             result = (disagg.run_profile(spec.profile_spec(raw), raw, args.out) if "disaggregation" in raw
                       else profile.run(spec.profile_spec(raw), args.out))
     except SpecError as exc:
-        raise _BadInput(str(exc)) from None
+        raise BadInput(str(exc)) from None
     except installed.NotInstalled as exc:
-        raise _BadInput(str(exc), "missing_dependency") from None
-    _emit(result)
+        raise BadInput(str(exc), "missing_dependency") from None
+    emit(result)
     return 0
 
 
@@ -111,15 +85,15 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         return _main(argv)
-    except _BadInput as exc:
+    except BadInput as exc:
         message = str(exc).replace("\n", " ")
         print(message, file=sys.stderr)
-        _emit({"ok": False, "engine": ENGINE, "error": message, "kind": exc.kind})
+        emit({"ok": False, "engine": ENGINE, "error": message, "kind": exc.kind})
         return 2
     except Exception as exc:  # a crash is a result: report it as JSON, with the traceback on stderr
         traceback.print_exc(file=sys.stderr)
         first_line = (str(exc).strip().splitlines() or [""])[0]
-        _emit({"ok": False, "engine": ENGINE, "error": f"{type(exc).__name__}: {first_line}", "kind": "error"})
+        emit({"ok": False, "engine": ENGINE, "error": f"{type(exc).__name__}: {first_line}", "kind": "error"})
         return 1
 
 
