@@ -12,6 +12,7 @@ run over SSH computes what a local run does; ``pi-box-bare`` has no torch.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -22,9 +23,11 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Iterator
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ENV_CACHE = Path(os.environ.get("PERF_INVESTIGATOR_BOX_ENVS", "/var/cache/perf-investigator/box-envs"))
@@ -181,6 +184,22 @@ class SSHD:
         keygen(self.host_key)
         if running:
             self.start()
+
+
+@contextlib.contextmanager
+def running() -> "Iterator[SSHD]":
+    """A started test server, its box users and their environments ready and its host key recorded;
+    killed and removed on exit (the tests' fixture)."""
+    envs = {FULL_USER: build_env("full"), BARE_USER: build_env("bare")}
+    for user in envs:
+        ensure_user(user)
+    server = SSHD(Path(tempfile.mkdtemp(prefix="pi-sshd-")), envs).start()
+    try:
+        server.record_host_key()
+        yield server
+    finally:
+        server.kill()
+        shutil.rmtree(server.root, ignore_errors=True)
 
 
 def descendants(pid: int) -> list[int]:

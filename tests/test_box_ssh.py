@@ -34,14 +34,8 @@ PY = "python3"  # the box users' environment comes first on their PATH (the harn
 
 @pytest.fixture(scope="module")
 def sshd():
-    envs = {harness.FULL_USER: harness.build_env("full"), harness.BARE_USER: harness.build_env("bare")}
-    for user in envs:
-        harness.ensure_user(user)
-    server = harness.SSHD(Path(tempfile.mkdtemp(prefix="pi-sshd-")), envs).start()
-    server.record_host_key()
-    yield server
-    server.kill()
-    shutil.rmtree(server.root, ignore_errors=True)
+    with harness.running() as server:
+        yield server
 
 
 OPEN: list[SSHBox] = []

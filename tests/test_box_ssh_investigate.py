@@ -11,7 +11,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -31,25 +30,21 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def sshd():
-    envs = {harness.FULL_USER: harness.build_env("full"), harness.BARE_USER: harness.build_env("bare")}
-    for user in envs:
-        harness.ensure_user(user)
-    server = harness.SSHD(Path(tempfile.mkdtemp(prefix="pi-sshd-")), envs).start()
-    server.record_host_key()
-    # the user key is offered by an agent, as a user's would be: the command line names no key
-    sock = server.root / "agent.sock"
-    keys = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 10
-    while not sock.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    subprocess.run(["ssh-add", str(server.user_key)], env={**os.environ, "SSH_AUTH_SOCK": str(sock)}, check=True,
-                   capture_output=True)
-    server.agent_env = {"SSH_AUTH_SOCK": str(sock)}
-    yield server
-    keys.kill()
-    keys.wait()
-    server.kill()
-    shutil.rmtree(server.root, ignore_errors=True)
+    with harness.running() as server:
+        # the user key is offered by an agent, as a user's would be: the command line names no key
+        sock = server.root / "agent.sock"
+        keys = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        subprocess.run(["ssh-add", str(server.user_key)], env={**os.environ, "SSH_AUTH_SOCK": str(sock)}, check=True,
+                       capture_output=True)
+        server.agent_env = {"SSH_AUTH_SOCK": str(sock)}
+        try:
+            yield server
+        finally:
+            keys.kill()
+            keys.wait()
 
 
 def box_args(sshd, user=harness.FULL_USER) -> list[str]:
