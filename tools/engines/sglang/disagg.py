@@ -245,15 +245,7 @@ def verdicts(deployment: Deployment) -> None:
 def measure(spec: dict, deployment: Deployment, paths: PDPaths, tok: str) -> dict:
     """The client's timed pass through the router: ``{"row": its results row, naming the router}``."""
     router = deployment.servers["router"]
-    proc = client.start(router.host, router.port, spec["load"], tok, paths(paths.client_file),
-                        paths(paths.client_log))
-    try:
-        row = client.finish(proc, paths(paths.client_file), paths(paths.client_log), spec["load"],
-                            spec["client_timeout_s"])
-    except RunFailed:
-        verdicts(deployment)  # a server that died explains the client's failure better than the client does
-        raise
-    verdicts(deployment)
+    row = sweep.client_pass(spec, router.host, router.port, paths, tok, lambda: verdicts(deployment))
     return {"row": {**row, "server": "router"}}
 
 

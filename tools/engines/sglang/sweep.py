@@ -84,17 +84,23 @@ def verdict(server: Server) -> None:
         raise RunFailed("crash", f"the server logged a traceback: {server.last_error() or '(no error line)'}")
 
 
-def measure(spec: dict, server: Server, paths: Paths, tok: str) -> dict:
-    """The client's timed pass against a healthy server: ``{"row": the results row}``."""
-    proc = client.start(server.host, server.port, spec["load"], tok, paths(paths.client_file), paths(paths.client_log))
+def client_pass(spec: dict, host: str, port: int, paths, tok: str, check) -> dict:
+    """The client's timed pass against ``host:port``, then ``check()`` of the servers behind it (which
+    raises RunFailed for one that died): the results row."""
+    proc = client.start(host, port, spec["load"], tok, paths(paths.client_file), paths(paths.client_log))
     try:
         row = client.finish(proc, paths(paths.client_file), paths(paths.client_log), spec["load"],
                             spec["client_timeout_s"])
     except RunFailed:
-        verdict(server)  # a server that died explains the client's failure better than the client does
+        check()  # a server that died explains the client's failure better than the client does
         raise
-    verdict(server)
-    return {"row": row}
+    check()
+    return row
+
+
+def measure(spec: dict, server: Server, paths: Paths, tok: str) -> dict:
+    """The client's timed pass against a healthy server: ``{"row": the results row}``."""
+    return {"row": client_pass(spec, server.host, server.port, paths, tok, lambda: verdict(server))}
 
 
 def run_one(spec: dict, run: dict, paths: Paths, tok: str, body=measure) -> dict:
