@@ -61,7 +61,8 @@ def shape(finding: dict) -> dict:
     (except where timings judge a prediction: then which verdict, and the headline saying it, is timing
     too; and which rows a table ranks by time is timing too)."""
     def mask(text: str) -> str:
-        return re.sub(r"\d[\d,]*(\.\d+)?(e[-+]?\d+)?", "#", text)
+        # "~" marks a value whose measured spread exceeds 100% (reports.format.fmt_spread): timing, masked too
+        return re.sub(r"~?\d[\d,]*(\.\d+)?(e[-+]?\d+)?", "#", text)
     timed = finding["verdict"] in TIMED_VERDICTS
     return {"step": finding["step"], "verdict": "timed" if timed else finding["verdict"], "labels": finding["labels"],
             "headline": "timed" if timed else mask(finding["headline"]), "numbers": sorted(finding["numbers"]),
