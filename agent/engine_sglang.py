@@ -167,11 +167,15 @@ def profile_args(target: Target, device: str, setting: ServerSetting, steps: int
 
 
 def check_args(target: Target) -> dict[str, Any]:
-    """Arguments of ``sglang.check``: the deployment's arguments and env and every lever's that applies to SGLang."""
+    """Arguments of ``sglang.check``: the deployment's arguments and env and every lever's that applies to SGLang;
+    for a disaggregated deployment also each side's and the router's."""
     base = baseline(target)
     levers = [{"name": lever.name, "args": lever_args(lever), "env": dict(lever.env)}
               for lever in target.levers if "sglang" in lever.engines and lever.kind != "option"]
-    return {"spec": {"server_args": base.args, "env": base.env, "levers": levers}}
+    dis = target.engine.disaggregation
+    # a disaggregated deployment: each server's and the router's command line is checked as launched
+    extra = {"disaggregation": dis.model_dump(mode="json", exclude={"router": {"launcher", "health_timeout_s"}})} if dis else {}
+    return {"spec": {"server_args": base.args, "env": base.env, "levers": levers, **extra}}
 
 
 def check_sglang_args(target: Target, box, survey: dict | None = None) -> list[str]:

@@ -161,6 +161,40 @@ def test_preflight_passes_the_shipped_target_and_refuses_a_bad_one_naming_each_p
     assert all(v in backend for v in ("flashinfer", "triton", "torch"))
 
 
+PD_TARGET = TARGETS_DIR.parent.parent / "tests" / "data" / "targets" / "dsv4-flash-sglang-pd.yaml"
+
+
+@pytest.mark.slow  # imports the installed sglang's ServerArgs and sglang-router's RouterArgs
+def test_preflight_checks_each_disaggregated_server_and_the_router_as_launched():
+    """Each side's command line is checked as the disaggregation tool launches it (its role and transfer backend
+    included), a lever on the side it goes to, each side's env, and the router's args by sglang-router's own
+    parser; the shipped PD target passes."""
+    def pd(mutate=None):
+        data = yaml.safe_load(PD_TARGET.read_text())
+        if mutate:
+            mutate(data)
+        return es.check_sglang_args(parse_target(data, "pd"), LocalBox(), SURVEY)
+
+    assert pd() == []
+
+    def bad(d):
+        dis = d["engine"]["disaggregation"]
+        dis["prefill"]["args"] += ["--enable-dp-attention"]                              # deprecated, prefill only
+        dis["decode"]["env"] = {"SGLANG_SM120_FLASHMLA_BACKEND": "cutlass"}              # value, decode only
+        dis["router"]["args"] += ["--policy", "fastest"]                                  # the router's choices
+        dis["transfer_backend"] = "carrier-pigeon"                                        # SGLang's choices
+        d["levers"] += [{"name": "bare-max-bs", "kind": "flag", "args": ["--cuda-graph-max-bs", "8"]}]  # ambiguous
+    lines = pd(bad)
+    text = "\n".join(lines)
+    assert len(lines) == 5, text
+    assert next(line for line in lines if line.startswith("prefill server args: --enable-dp-attention")).count("--attn-dp-size")
+    assert next(line for line in lines if line.startswith("decode server env SGLANG_SM120_FLASHMLA_BACKEND")).count("cutlass")
+    router = next(line for line in lines if line.startswith("router args: --policy"))
+    assert "fastest" in router and "round_robin" in router
+    assert next(line for line in lines if line.startswith("disaggregation.transfer_backend")).count("mooncake")
+    assert next(line for line in lines if line.startswith("lever bare-max-bs (decode server)")).count("-decode")
+
+
 def test_preflight_refuses_a_box_without_sglang_before_any_check():
     survey = copy.deepcopy(SURVEY)
     survey["software"]["sglang_dir"] = None

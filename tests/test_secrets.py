@@ -5,7 +5,9 @@ the run's git history; the box still gets the real values."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ from agent.rundir import RunDir
 from agent.runlog import RunLog, read_events
 from agent.session.live import LiveSession
 
-from conftest import DATA, agent, only_run
+from conftest import DATA, ROOT, agent, only_run
 
 TARGET_SECRET = "hf_PLANTEDtargetSECRET0123456789"
 PROCESS_SECRET = "sk-PLANTEDprocessSECRET9876543210"
@@ -112,6 +114,41 @@ def test_a_tool_call_journals_no_secret_and_the_box_gets_it(tmp_path, monkeypatc
     assert TARGET_SECRET not in text and PROCESS_SECRET not in text
     assert f"HF_TOKEN={redact.PLACEHOLDER}" in text  # the recorded command line, redacted
     assert [e["kind"] for e in read_events(run.log_path)] == ["tool_call", "tool_result"]
+
+
+class EnvSpyBox(SpyBox):
+    """SpyBox noting the environment each command got, too."""
+
+    def __init__(self):
+        super().__init__()
+        self.envs = []
+
+    def run(self, argv, *, timeout_s, env=None):
+        self.envs.append(dict(env or {}))
+        return super().run(argv, timeout_s=timeout_s, env=env)
+
+
+def test_an_sglang_tool_gets_its_spec_off_the_command_line_where_every_user_of_the_box_could_read_it(tmp_path):
+    """The SGLang adapter's spec carries the servers' environment, tokens included: it reaches the tool in the
+    tool's environment (only its user and root can read that; any user can read a command line), and the tool
+    still reads it (its check passes), then drops it from what its servers would inherit."""
+    from tools.box_cli import SPEC_ENV
+
+    run = RunDir.create(tmp_path / "runs", "r1")
+    box = EnvSpyBox()
+    session = LiveSession(run, RunLog.create(run.log_path), box, secrets={"HF_TOKEN": TARGET_SECRET})
+    redact.remember([TARGET_SECRET])
+    spec = {"server_args": ["--model-path", "/models/m"], "env": {"HF_TOKEN": redact.PLACEHOLDER}, "levers": []}
+    result = session.call("sglang.check", {"spec": spec})
+    assert result["ok"], result["error"]
+    assert TARGET_SECRET not in json.dumps(box.argvs[-1]) and box.argvs[-1][-2:] == ["--spec", "@env"]
+    assert json.loads(box.envs[-1][SPEC_ENV])["env"] == {"HF_TOKEN": TARGET_SECRET}  # the box got the real value
+    assert TARGET_SECRET not in run.log_path.read_text()
+    probe = ("import os, sys; from tools.box_cli import read_spec, SPEC_ENV; spec = read_spec('@env'); "
+             "print(spec['env']['HF_TOKEN'] == sys.argv[1], SPEC_ENV in os.environ)")
+    out = subprocess.run([sys.executable, "-c", probe, TARGET_SECRET], capture_output=True, text=True, cwd=ROOT,
+                         env={**os.environ, SPEC_ENV: box.envs[-1][SPEC_ENV]})
+    assert out.stdout.split() == ["True", "False"], out.stderr
 
 
 def _everything_in(run: Path) -> bytes:

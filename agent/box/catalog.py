@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from agent.box.interface import OUT_DIR, Box, CommandResult
+from tools.box_cli import SPEC_ENV
 
 TAIL = 16_000  # characters of stdout/stderr kept in the log
 
@@ -75,15 +76,17 @@ def _gates_scan(py: str, args: dict) -> list[str]:
 
 
 def _sglang(action: str):
-    """The SGLang adapter (tools/engines/sglang): a spec's launcher names the box's Python as "{python}",
-    so that the journaled arguments are the same on every box; it becomes the box's interpreter here."""
+    """The SGLang adapter (tools/engines/sglang). Its spec holds the servers' environment (tokens included), so it
+    goes in the tool's environment (box_cli.SPEC_ENV, ``--spec @env``), not on a command line every user of the
+    box can read; the spec's ``{python}`` (the same on every box, in the journal) the tool makes its own Python."""
     def command(py: str, args: dict) -> list[str]:
-        spec = dict(args["spec"])
-        if "launcher" in spec:
-            spec["launcher"] = [py if part == "{python}" else part for part in spec["launcher"]]
-        argv = [py, "-m", "tools.engines.sglang", action, "--spec", json.dumps(spec, sort_keys=True)]
+        argv = [py, "-m", "tools.engines.sglang", action, "--spec", "@env"]
         return argv if action == "check" else argv + ["--out", OUT_DIR]
     return command
+
+
+def _sglang_env(args: dict) -> dict[str, str]:
+    return {SPEC_ENV: json.dumps(args["spec"], sort_keys=True)}
 
 
 def _splitk(action: str):
@@ -121,11 +124,11 @@ CATALOG: dict[str, ToolSpec] = {
         ToolSpec("gates.scan", "capability gates of the engine's source for an SM version", _gates_scan,
                  lambda a: 600),
         ToolSpec("sglang.check", "SGLang server arguments and environment against the installed SGLang's own parser",
-                 _sglang("check"), lambda a: 300),
+                 _sglang("check"), lambda a: 300, _sglang_env),
         ToolSpec("sglang.sweep", "SGLang server: launched, loaded by SGLang's client and stopped for each run, in order",
-                 _sglang("sweep"), lambda a: float(a.get("timeout_s", 1800))),
+                 _sglang("sweep"), lambda a: float(a.get("timeout_s", 1800)), _sglang_env),
         ToolSpec("sglang.profile", "SGLang server: one trace per rank by /start_profile under a decode-heavy load",
-                 _sglang("profile"), lambda a: float(a.get("timeout_s", 1800))),
+                 _sglang("profile"), lambda a: float(a.get("timeout_s", 1800)), _sglang_env),
         ToolSpec("kernel.splitk_check", "split-K kernel against the float32 reference and upstream",
                  _splitk("check"), lambda a: 1800, _interpreter_on_cpu),
         ToolSpec("kernel.splitk_bench", "split-K kernel and upstream timed by CUDA-graph replay",

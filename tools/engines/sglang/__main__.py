@@ -1,11 +1,13 @@
-"""``python -m tools.engines.sglang check --spec SPEC_JSON|@file``
-``python -m tools.engines.sglang sweep --spec SWEEP_JSON|@file --out DIR``
-``python -m tools.engines.sglang profile --spec PROFILE_JSON|@file --out DIR``
+"""``python -m tools.engines.sglang check --spec SPEC_JSON|@file|@env``
+``python -m tools.engines.sglang sweep --spec SWEEP_JSON|@file|@env --out DIR``
+``python -m tools.engines.sglang profile --spec PROFILE_JSON|@file|@env --out DIR``
 
 check: server arguments, levers and environment against the installed SGLang (check.py); sweep: each run on a
 server of its own, measured by SGLang's benchmark client (sweep.py); profile: one run, the server's own
 /start_profile traces (profile.py). Spec fields: spec.py; result shapes: the README's SGLang section and
 /work/notes of issue 15 (i15-H1-report.md).
+A spec carries the servers' environment (tokens included), so the agent passes it as ``@env`` (tools/box_cli.py
+SPEC_ENV), never on the command line. A launcher's ``{python}`` is this tool's interpreter (the box's Python).
 Prints exactly one JSON object on stdout (progress on stderr). Exit 0 ok; 2 bad input (a bad spec, or any
 problem ``check`` finds; ``ok: false``); 1 failure (``ok: false`` with ``error`` and ``kind``). No server
 outlives the tool, whatever ends it (server.py).
@@ -19,7 +21,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from tools.box_cli import BadInput, Parser, emit
+from tools.box_cli import SPEC_HELP, BadInput, Parser, emit, read_spec
 
 from . import installed
 from .spec import SpecError
@@ -31,25 +33,18 @@ def _parser() -> argparse.ArgumentParser:
     parser = Parser(prog="python -m tools.engines.sglang", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     check = sub.add_parser("check", help="server args, levers and env against the installed SGLang")
-    check.add_argument("--spec", required=True, help="JSON object, or @path to a JSON file")
+    check.add_argument("--spec", required=True, help=SPEC_HELP)
     for name, text in (("sweep", "each run on a server of its own, SGLang's client as the load"),
                        ("profile", "one run profiled by the server's /start_profile")):
         action = sub.add_parser(name, help=text)
-        action.add_argument("--spec", required=True, help="JSON object, or @path to a JSON file")
+        action.add_argument("--spec", required=True, help=SPEC_HELP)
         action.add_argument("--out", required=True, type=Path, help="folder for logs, client JSONL, traces")
     return parser
 
 
-def _read_spec(text: str) -> dict:
-    try:
-        return json.loads(Path(text[1:]).read_text() if text.startswith("@") else text)
-    except (OSError, json.JSONDecodeError) as exc:
-        raise BadInput(f"bad spec: {exc}") from None
-
-
 def _main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
-    raw = _read_spec(args.spec)
+    raw = read_spec(args.spec)
     try:
         if args.command == "check":
             from . import check

@@ -55,9 +55,9 @@ def _item_of(message: str) -> str:
     return ""
 
 
-def parse_problems(argv: list[str], where: str, version: str | None) -> list[dict]:
-    """The problems SGLang's parser finds in ``argv`` (a whole server command line), deprecated ones first."""
-    parser = installed.server_parser()
+def parse_problems(argv: list[str], where: str, version: str | None, parser=None) -> list[dict]:
+    """The problems SGLang's parser (or ``parser``) finds in ``argv`` (a whole command line), deprecated ones first."""
+    parser = parser or installed.server_parser()
     used = _recording(parser)
     found = []
     try:
@@ -93,6 +93,76 @@ def args_problems(server_args: list[str], levers: list[dict], version: str | Non
         for p in parse_problems(prefix + list(lever["args"]), f"lever {lever['name']}", version):
             if (p["item"], p["error"]) not in seen:
                 found.append(p)
+    return found
+
+
+# --- a disaggregated deployment (tools/engines/sglang/disagg.py launches it) --------------------------------
+
+# What the disaggregation tool adds at launch, with placeholders for what it picks then (ports, URLs), so that the
+# check parses each process's command line as launched (disagg.side_args, disagg.router_args).
+_BOOTSTRAP = "8998"
+
+
+def _side_tool_args(side: str, transfer_backend: str) -> list[str]:
+    return ["--disaggregation-mode", side, "--disaggregation-transfer-backend", transfer_backend,
+            "--disaggregation-bootstrap-port", _BOOTSTRAP]
+
+
+def _router_tool_args() -> list[str]:
+    return ["--pd-disaggregation", "--prefill", "http://127.0.0.1:30001", _BOOTSTRAP, "--decode", "http://127.0.0.1:30002"]
+
+
+def router_problems(args: list[str]) -> list[dict]:
+    """The router's arguments as launched, through the installed sglang-router's own parser and its RouterArgs."""
+    try:
+        parser = installed.router_parser()
+    except installed.NotInstalled as exc:
+        return [problem("router", "sglang-router", f"{exc}; the disaggregated deployment's router is that package's "
+                        f"(pip install sglang-router beside SGLang)")]
+    argv = _router_tool_args() + list(args)
+    found = parse_problems(argv, "router args", installed.router_version(), parser)
+    if found:
+        return found
+    from sglang_router.router_args import RouterArgs
+    try:  # its own conversion (prefill/decode URL lists, selectors, key lists) raises on what the parser lets by
+        RouterArgs.from_cli_args(parser.parse_args(argv), use_router_prefix=False)
+    except (ValueError, TypeError) as exc:
+        found.append(problem("router args", "", f"sglang-router refuses them: {exc}"))
+    return found
+
+
+def disagg_problems(spec: dict, levers: list[dict], version: str | None, fields: dict, deprecated: dict) -> list[dict]:
+    """Each server's command line as the disaggregation tool launches it (the deployment's args, its side's, its
+    role and transfer backend; a lever's after them on the side(s) ``levers_on`` names), each side's environment,
+    and the router's arguments. Problems the deployment's own args already have are not repeated."""
+    dis = spec["disaggregation"]
+    server_args = list(spec.get("server_args") or [])
+    seen = {(p["item"], p["error"]) for p in parse_problems(server_args, "server args", version)}
+    found: list[dict] = []
+
+    def add(items: list[dict]) -> None:
+        for p in items:
+            if (p["item"], p["error"]) not in seen:
+                seen.add((p["item"], p["error"]))
+                found.append(p)
+
+    levers_on = dis.get("levers_on", "decode")
+    for side in ("prefill", "decode"):
+        part = dis.get(side) or {}
+        argv = server_args + list(part.get("args") or []) + _side_tool_args(side, dis.get("transfer_backend", "mooncake"))
+        own = parse_problems(argv, f"{side} server args", version)
+        for p in own:  # the tool passes it, from the target's disaggregation.transfer_backend
+            if p["item"] == "--disaggregation-transfer-backend":
+                p["where"] = "disaggregation.transfer_backend"
+        add(own)
+        if levers_on in (side, "both"):
+            prefix = argv if not own else list(_PLACEHOLDER_BASE) + _side_tool_args(side, "mooncake")
+            for lever in levers:
+                if lever.get("args"):
+                    add(parse_problems(prefix + list(lever["args"]), f"lever {lever['name']} ({side} server)", version))
+        found += env_problems(dict(part.get("env") or {}), lambda name, s=side: f"{s} server env {name}", fields,
+                              deprecated)
+    add(router_problems(list((dis.get("router") or {}).get("args") or [])))
     return found
 
 
@@ -186,10 +256,14 @@ def run(spec: dict) -> dict:
     """The check's result: ``ok`` when no problem; ``problems`` one a finding (check's documented shape)."""
     info = installed.info()
     levers = spec.get("levers") or []
-    found = args_problems(list(spec.get("server_args") or []), levers, info["version"])
+    # a disaggregated deployment's levers are parsed on the server(s) they launch with (disagg_problems)
+    found = args_problems(list(spec.get("server_args") or []), [] if spec.get("disaggregation") else levers,
+                          info["version"])
     fields, deprecated = declared_envs()
     found += env_problems(dict(spec.get("env") or {}), lambda name: f"env {name}", fields, deprecated)
     for lever in levers:
         found += env_problems(dict(lever.get("env") or {}), lambda name, n=lever["name"]: f"lever {n}", fields,
                               deprecated)
+    if spec.get("disaggregation"):
+        found += disagg_problems(spec, levers, info["version"], fields, deprecated)
     return {"ok": not found, "engine": "sglang", "sglang": info, "problems": found}

@@ -58,3 +58,23 @@ def server_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="sglang serve")
     ServerArgs.add_cli_args(parser)
     return parser
+
+
+def router_parser() -> argparse.ArgumentParser:
+    """The router's own parser, as ``sglang_router.launch_router.parse_router_args`` builds it (sglang-router
+    0.3.2: ``RouterArgs.add_cli_args(parser, use_router_prefix=False)``), raising ParseError instead of exiting.
+    NotInstalled when the ``sglang-router`` package is not in this Python."""
+    try:
+        from sglang_router.router_args import RouterArgs
+    except ImportError as exc:
+        raise NotInstalled(f"the sglang-router package cannot be imported: {exc}") from None
+    parser = _Parser(prog="sglang_router.launch_router")
+    RouterArgs.add_cli_args(parser, use_router_prefix=False)
+    return parser
+
+
+def router_version() -> str | None:
+    try:
+        return importlib.metadata.version("sglang-router")
+    except importlib.metadata.PackageNotFoundError:
+        return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any
 
 LOAD_FIELDS = ("input_len", "output_len", "concurrency", "num_prompts")
@@ -69,7 +70,8 @@ def sweep_spec(spec: Any) -> dict:
     """The checked sweep spec (see __main__'s docstring for its fields)."""
     if not isinstance(spec, dict):
         raise SpecError("bad spec: a JSON object is expected")
-    launcher = _strings(spec.get("launcher"), "launcher")
+    # "{python}" is the box's interpreter: this tool's own (the catalog starts it with the box's Python)
+    launcher = [sys.executable if part == "{python}" else part for part in _strings(spec.get("launcher"), "launcher")]
     if not launcher:
         raise SpecError("bad spec: launcher must name the server's command, e.g. [python, -m, sglang.launch_server]")
     tokenizer = spec.get("tokenizer")
