@@ -57,6 +57,16 @@ def test_levers_are_server_arguments_with_intervals_each_number_naming_its_serve
         assert results[name]["status"] == "not tried" and "not applicable to gloo" in results[name]["reason"]
 
 
+def test_the_planted_flags_come_out_the_way_they_were_planted(sglang_run):
+    """The stand-in plants a 30 ms scheduler overhead per iteration (shared by four decode steps under
+    --num-continuous-decode-steps 4) and 15 ms per eager decode step (planted.py; their amounts are measured in
+    tests/test_sglang_adapter.py): the sweep must see the first faster and the second slower, never reversed."""
+    results = {r["name"]: r for r in finding(sglang_run, "levers")["data"]["levers"]}
+    shared, eager = results["continuous-decode-4"], results["cuda-graph-off"]
+    assert shared["ratio"] > 1 and shared["status"] != "moves down", shared
+    assert eager["ratio"] < 1 and eager["status"] != "moves up", eager
+
+
 def test_a_lever_that_crashes_the_stand_in_is_failed_with_its_log_excerpt_and_the_sweep_goes_on(sglang_run):
     levers = finding(sglang_run, "levers")
     results = {r["name"]: r for r in levers["data"]["levers"]}

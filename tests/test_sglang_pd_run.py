@@ -1,8 +1,8 @@
 """Issue #15's disaggregated Must show, on a recorded run: ``investigate tests/data/targets/dsv4-flash-sglang-pd.yaml
 --stand-in --decide auto --budget quick`` (a prefill and a decode stand-in behind the real sglang-router 0.3.2,
-18:12 UTC on the 2-core machine, 1240 s; regenerated from its own journal for the server naming of the
-profile and of every number, no tool result changed). Every number resting on a live server's measurement
-names the server it comes from: the router for the client's numbers, the decode server for the traces."""
+2026-12-01 21:33 UTC on the idle 2-core machine, 355 s by its journal). Every number resting on a live server's
+measurement names the server it comes from: the router for the client's numbers, the decode server for the
+traces; and the planted flags come out as planted."""
 
 from __future__ import annotations
 
@@ -50,3 +50,13 @@ def test_the_recorded_disaggregated_run_replays_byte_for_byte(tmp_path):
     outcome = runner.replay(RUN, tmp_path / "replay")
     assert outcome.exit_code == 0, outcome.message
     assert (tmp_path / "replay" / "PROFILE_FINDINGS.md").read_bytes() == (RUN / "PROFILE_FINDINGS.md").read_bytes()
+
+
+def test_the_planted_flags_come_out_as_planted_through_the_router():
+    """Four decode steps an iteration share the stand-in's scheduler overhead (faster); eager decode adds a delay
+    per step (slower): the recorded sweep must not say otherwise."""
+    levers = next(f for f in _findings() if f["step"] == "levers")
+    results = {r["name"]: r for r in levers["data"]["levers"]}
+    shared, eager = results["continuous-decode-4"], results["cuda-graph-off"]
+    assert shared["ratio"] > 1 and shared["status"] != "moves down", shared
+    assert eager["ratio"] < 1 and eager["status"] != "moves up", eager
