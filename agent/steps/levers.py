@@ -396,7 +396,8 @@ def _data(target: Target, m: _Measured, goal_met: bool, chosen: list[Lever], bes
                   "smallest_detectable_effect": m.sde, "spread_effect": spread, "sde_basis": sde_basis,
                   "budget": rules.budget,
                   "rounds_normal": rules.rounds_for_budget(m.device, "normal"), "seq": swept["seq"],
-                  "one_process": not swept.get("deaths"), **({"deaths": swept["deaths"]} if swept.get("deaths") else {}),
+                  # a server sweep launches a server for each run: never one process
+                  "one_process": not m.server and not swept.get("deaths"), **({"deaths": swept["deaths"]} if swept.get("deaths") else {}),
                   "runs": len(runs), "wall_s": swept["data"].get("wall_s"),
                   "weights_s": swept["data"].get("weights_s")},
         "extrapolation": m.extrapolation,
