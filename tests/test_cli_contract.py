@@ -90,8 +90,12 @@ def test_ctrl_c_anywhere_exits_interrupted(monkeypatch, capsys, tmp_path):
 
 def test_sigint_during_a_real_run_exits_130_and_the_run_says_interrupted(tmp_path):
     runs = tmp_path / "runs"
+    # SIGINT's default disposition for the agent, as a terminal's foreground job has it: a test suite started as a
+    # background job of a non-interactive shell inherits SIGINT ignored (POSIX), and a Python started with SIGINT
+    # ignored keeps it ignored, so the agent would never see the Ctrl-C (a rehearsal run in the background did).
     proc = subprocess.Popen([sys.executable, "-m", "agent", "investigate", DATA / "targets" / "other-shapes.yaml",
                              "--runs-dir", runs, "--decide", "stop"], cwd=ROOT, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
