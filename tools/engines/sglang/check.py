@@ -98,18 +98,14 @@ def args_problems(server_args: list[str], levers: list[dict], version: str | Non
 
 # --- a disaggregated deployment (tools/engines/sglang/disagg.py launches it) --------------------------------
 
-# What the disaggregation tool adds at launch, with placeholders for what it picks then (ports, URLs), so that the
-# check parses each process's command line as launched (disagg.side_args, disagg.router_args).
-_BOOTSTRAP = "8998"
-
-
-def _side_tool_args(side: str, transfer_backend: str) -> list[str]:
-    return ["--disaggregation-mode", side, "--disaggregation-transfer-backend", transfer_backend,
-            "--disaggregation-bootstrap-port", _BOOTSTRAP]
+# What the disaggregation tool picks at launch (a bootstrap port, the servers' URLs), as placeholders, so that the
+# check parses each process's command line as disagg.side_args and disagg.router_args build it.
+_BOOTSTRAP = 8998
 
 
 def _router_tool_args() -> list[str]:
-    return ["--pd-disaggregation", "--prefill", "http://127.0.0.1:30001", _BOOTSTRAP, "--decode", "http://127.0.0.1:30002"]
+    return ["--pd-disaggregation", "--prefill", "http://127.0.0.1:30001", str(_BOOTSTRAP), "--decode",
+            "http://127.0.0.1:30002"]
 
 
 def router_problems(args: list[str]) -> list[dict]:
@@ -120,7 +116,7 @@ def router_problems(args: list[str]) -> list[dict]:
         return [problem("router", "sglang-router", f"{exc}; the disaggregated deployment's router is that package's "
                         f"(pip install sglang-router beside SGLang)")]
     argv = _router_tool_args() + list(args)
-    found = parse_problems(argv, "router args", installed.router_version(), parser)
+    found = parse_problems(argv, "router args", installed.version("sglang-router"), parser)
     if found:
         return found
     from sglang_router.router_args import RouterArgs
@@ -132,12 +128,13 @@ def router_problems(args: list[str]) -> list[dict]:
 
 
 def disagg_problems(spec: dict, levers: list[dict], version: str | None, fields: dict, deprecated: dict) -> list[dict]:
-    """Each server's command line as the disaggregation tool launches it (the deployment's args, its side's, its
-    role and transfer backend; a lever's after them on the side(s) ``levers_on`` names), each side's environment,
-    and the router's arguments. Problems the deployment's own args already have are not repeated."""
-    dis = spec["disaggregation"]
-    server_args = list(spec.get("server_args") or [])
-    seen = {(p["item"], p["error"]) for p in parse_problems(server_args, "server args", version)}
+    """Each server's command line as the disaggregation tool launches it (disagg.side_args: the deployment's args,
+    its side's, a lever's on the side(s) ``levers_on`` names, its role and transfer backend), each side's
+    environment, and the router's arguments. Problems the deployment's own args already have are not repeated."""
+    from . import disagg
+
+    dis = disagg.validate(spec)
+    seen = {(p["item"], p["error"]) for p in parse_problems(list(spec.get("server_args") or []), "server args", version)}
     found: list[dict] = []
 
     def add(items: list[dict]) -> None:
@@ -146,23 +143,23 @@ def disagg_problems(spec: dict, levers: list[dict], version: str | None, fields:
                 seen.add((p["item"], p["error"]))
                 found.append(p)
 
-    levers_on = dis.get("levers_on", "decode")
-    for side in ("prefill", "decode"):
-        part = dis.get(side) or {}
-        argv = server_args + list(part.get("args") or []) + _side_tool_args(side, dis.get("transfer_backend", "mooncake"))
-        own = parse_problems(argv, f"{side} server args", version)
+    # where a side's own arguments do not parse, a lever's are parsed after the one argument SGLang requires
+    bare_spec = {"server_args": list(_PLACEHOLDER_BASE)}
+    for side in disagg.SIDES:
+        own = parse_problems(disagg.side_args(spec, dis, {}, side, _BOOTSTRAP), f"{side} server args", version)
         for p in own:  # the tool passes it, from the target's disaggregation.transfer_backend
             if p["item"] == "--disaggregation-transfer-backend":
                 p["where"] = "disaggregation.transfer_backend"
         add(own)
-        if levers_on in (side, "both"):
-            prefix = argv if not own else list(_PLACEHOLDER_BASE) + _side_tool_args(side, "mooncake")
+        if disagg.gets_lever(dis, side):
+            on, on_dis = (spec, dis) if not own else (bare_spec, {**dis, side: {"args": [], "env": {}},
+                                                                  "transfer_backend": "mooncake"})
             for lever in levers:
                 if lever.get("args"):
-                    add(parse_problems(prefix + list(lever["args"]), f"lever {lever['name']} ({side} server)", version))
-        found += env_problems(dict(part.get("env") or {}), lambda name, s=side: f"{s} server env {name}", fields,
-                              deprecated)
-    add(router_problems(list((dis.get("router") or {}).get("args") or [])))
+                    add(parse_problems(disagg.side_args(on, on_dis, {"args": lever["args"]}, side, _BOOTSTRAP),
+                                       f"lever {lever['name']} ({side} server)", version))
+        found += env_problems(dict(dis[side]["env"]), lambda name, s=side: f"{s} server env {name}", fields, deprecated)
+    add(router_problems(list(dis["router"]["args"])))
     return found
 
 

@@ -79,20 +79,20 @@ def validate(spec: dict) -> dict:
     return dis
 
 
-def _gets_lever(dis: dict, side: str) -> bool:
+def gets_lever(dis: dict, side: str) -> bool:
     return dis["levers_on"] in (side, "both")
 
 
 def side_args(spec: dict, dis: dict, run: dict, side: str, bootstrap_port: int) -> list[str]:
     """One server's arguments after the launcher (server.py adds --host/--port)."""
-    lever = run.get("args", []) if _gets_lever(dis, side) else []
+    lever = run.get("args", []) if gets_lever(dis, side) else []
     return [*spec.get("server_args", []), *dis[side]["args"], *lever,
             "--disaggregation-mode", side, "--disaggregation-transfer-backend", dis["transfer_backend"],
             "--disaggregation-bootstrap-port", str(bootstrap_port)]
 
 
 def side_env(base: dict[str, str], spec: dict, dis: dict, run: dict, side: str) -> dict[str, str]:
-    lever = run.get("env", {}) if _gets_lever(dis, side) else {}
+    lever = run.get("env", {}) if gets_lever(dis, side) else {}
     return {**base, **spec.get("env", {}), **dis[side]["env"], **lever}
 
 

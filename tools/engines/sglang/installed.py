@@ -22,12 +22,15 @@ def package_dir() -> Path:
 
 def info() -> dict:
     """``{"version", "path"}`` of the installed SGLang, as every result reports it."""
-    path = package_dir()
+    return {"version": version("sglang"), "path": str(package_dir())}
+
+
+def version(distribution: str) -> str | None:
+    """The installed version of a distribution (``sglang``, ``sglang-router``), or None."""
     try:
-        version = importlib.metadata.version("sglang")
+        return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
-        version = None
-    return {"version": version, "path": str(path)}
+        return None
 
 
 def source(relative: str) -> Path:
@@ -72,9 +75,3 @@ def router_parser() -> argparse.ArgumentParser:
     RouterArgs.add_cli_args(parser, use_router_prefix=False)
     return parser
 
-
-def router_version() -> str | None:
-    try:
-        return importlib.metadata.version("sglang-router")
-    except importlib.metadata.PackageNotFoundError:
-        return None
