@@ -46,9 +46,7 @@ SPLIT_STEPS = [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 5
 def candidates(batch: int, topk: int) -> list[tuple[str, int]]:
     out = []
     for name, cfg in tiles.NAMED.items():
-        n_tiles = max(1, triton.cdiv(topk, cfg.block_t))
-        most = min(max(1, n_tiles // cfg.min_tiles_per_split), tiles.MAX_SPLITS)
-        out += [(name, splits) for splits in SPLIT_STEPS if splits <= most]
+        out += [(name, splits) for splits in SPLIT_STEPS if splits <= tiles.most_splits(cfg, topk)]
     return out
 
 

@@ -120,12 +120,17 @@ def choose_num_splits(batch: int, topk: int, heads: int, sm_count: int, arch: Op
     tiles = max(1, triton.cdiv(topk, cfg.block_t))
     slots = max(1, sm_count * cfg.programs_per_sm)
     best, best_cost = 1, math.inf
-    for splits in range(1, min(max(1, tiles // cfg.min_tiles_per_split), MAX_SPLITS) + 1):
+    for splits in range(1, most_splits(cfg, topk) + 1):
         waves = triton.cdiv(batch * head_blocks * splits, slots)
         cost = waves * (triton.cdiv(tiles, splits) + (_PARTIAL_COST_TILES if splits > 1 else 0.0))
         if cost < best_cost - 1e-9:
             best, best_cost = splits, cost
     return best
+
+
+def most_splits(cfg: KernelConfig, topk: int) -> int:
+    """The most splits ``cfg`` may cut top-k into: ``min_tiles_per_split`` tiles each, at most MAX_SPLITS."""
+    return min(max(1, triton.cdiv(topk, cfg.block_t) // cfg.min_tiles_per_split), MAX_SPLITS)
 
 
 def _interpreting() -> bool:
