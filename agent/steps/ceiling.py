@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent import consistency
+from agent import consistency, engine_sglang
 from agent.config import Target
 from agent.evidence import typed
 from agent.session import Session
@@ -100,6 +100,11 @@ def _numbers(target: Target, profile: Finding, times: dict[str, Any], kernel: st
     seq = profile.numbers["setting_tok_s"].seqs
     ev = profile.evidence
     on_rank = f", rank {times['rank']}'s trace alone" if times["rank"] is not None else ""
+    # a live server's tok/s and step are what its client measured (the whole model), not a projection of layers run
+    measured_as = ("output throughput, measured by the load's client" if engine_sglang.is_sglang(target)
+                   else f"projected to {target.model.layers} layers")
+    step_as = ("median TPOT, measured by the load's client" if engine_sglang.is_sglang(target)
+               else f"projected to {target.model.layers} layers")
     numbers = {
         "window_ms": Number(value=window, unit="ms", label=f"W: GPU window inside the {steps} profiled steps"
                             + (" (between-step gaps kept out)" if times["gaps_ms"] is not None else "") + on_rank, seqs=ev),
@@ -107,11 +112,11 @@ def _numbers(target: Target, profile: Finding, times: dict[str, Any], kernel: st
         "kernel_share": Number(value=part / window, unit="fraction", label="t_k / W", seqs=ev),
         "kernel_instant_x": Number(value=kernel_x, unit="x", label="the kernel instant: 1 / (1 - t_k/W)", seqs=ev, spread=kernel_spread),
         "timed_step_ms": Number(value=times["timed_step_ms"], unit="ms", label="T: the step of the layers run, timed without the profiler", seqs=seq),
-        "baseline_tok_s": Number(value=tok_s, unit="tok/s", label=f"measured, {setting} (projected to {target.model.layers} layers)", seqs=seq),
+        "baseline_tok_s": Number(value=tok_s, unit="tok/s", label=f"measured, {setting} ({measured_as})", seqs=seq),
         "ceiling_tok_s": Number(value=tok_s * bound_x, unit="tok/s", label=f"projected: measured x the {'operation' if op_name else 'kernel'} instant", seqs=sorted(set(ev) | set(seq)), spread=spread),
         "goal_tok_s": Number(value=goal, unit="tok/s", label="goal"),
         "step_budget_ms": Number(value=1000.0 * batch / goal, unit="ms", label=budget_label),
-        "projected_step_ms": Number(value=step_ms, unit="ms", label=f"decode step, {setting}, projected to {target.model.layers} layers", seqs=seq),
+        "projected_step_ms": Number(value=step_ms, unit="ms", label=f"decode step, {setting}, {step_as}", seqs=seq),
         "instant_step_ms": Number(value=step_ms / bound_x, unit="ms", label=f"projected decode step with {what} instant", seqs=sorted(set(ev) | set(seq)), spread=spread),
         "speedup_needed": Number(value=needed, unit="x", label=f"speedup of {what} that would meet the goal (none: unreachable)"),
         "profiled_step_ms": Number(value=times["whole_ms"] / steps, unit="ms", label="the profiled window a step, the profiler's gaps included", seqs=ev),
