@@ -13,9 +13,11 @@ CUDA-graph replay medians with the raw samples kept.
   no sink) and ``two_cache`` (the call the model makes: the request's last ``WINDOW`` tokens in a page-256
   sliding-window cache as the main cache, the top-k over the page-64 compressed cache as the extra one,
   valid lengths and a sink, merged by LSE).
-- ``rewrite_extra_cfg`` (two-cache cells only, where it differs): the rewrite with the tile config that
-  ``choose_config`` gives the compressed cache's top-k instead of the window's 128, the dispatch the
-  wrapper does not make today (a measurement for a proposal; the shipped rule is unchanged).
+- two-cache cells only, beside the shipped rewrite (which gives each cache ``choose_config`` of its own width):
+  ``rewrite_window_cfg``, the dispatch before 2026-12-02 (the window's config for both caches), where it
+  differs, so the change is measured within one run; and ``rewrite_two_streams``, the shipped dispatch with
+  the compressed cache's launch on a second stream beside the window's (a probe for a proposal: the two
+  launches each fill part of the chip at B >= 48; the wrapper does not do it).
 """
 
 from __future__ import annotations
@@ -139,18 +141,16 @@ def rewrite_call(q, inp, config=None) -> Callable[[], object]:
     return lambda: smd.sparse_mla_decode_into(out, lse, ws, *a, config=config)
 
 
-def per_cache_call(q, inp) -> Callable[[], object]:
-    """The rewrite's kernels with each cache's tile config and split count chosen by that cache's own
-    top-k (``choose_config`` / ``plan_splits`` of its width), then one combine: a prototype of the
-    dispatch proposed for the two-cache call (the wrapper applies the main cache's config to both),
-    built from the wrapper's own launch and combine steps; the grid's per-cache probe checks its output
-    against the reference before timing it."""
+def two_streams_call(q, inp) -> Callable[[], object]:
+    """The shipped two-cache call with the compressed cache's split launch on a second CUDA stream, the
+    window's on the current one, joined before the combine: the wrapper's own launch and combine steps
+    with each cache's own config and split count; a probe (the grid checks its output against the
+    float32 reference before timing it)."""
     batch = q.shape[0]
     dev = q.device
     arch = tiles.device_arch(dev)
-    parts = [(inp["k_cache"], inp["indices"], inp["topk_length"])]
-    if inp["extra_indices"] is not None:
-        parts.append((inp["extra_k_cache"], inp["extra_indices"], inp["extra_topk_length"]))
+    parts = [(inp["k_cache"], inp["indices"], inp["topk_length"]),
+             (inp["extra_k_cache"], inp["extra_indices"], inp["extra_topk_length"])]  # fmt: skip
     plan = [(c, i, n, tiles.choose_config(batch, i.shape[-1], HEADS, arch), smd.plan_splits(batch, i.shape[-1], HEADS, dev))
             for c, i, n in parts]  # fmt: skip
     total = sum(p[4] for p in plan)
@@ -159,22 +159,38 @@ def per_cache_call(q, inp) -> Callable[[], object]:
     o_part = torch.empty(batch, total, HEADS, dsv4_cache.HEAD_DIM, dtype=torch.float32, device=dev)
     lse_part = torch.empty(batch, total, HEADS, dtype=torch.float32, device=dev)
     q3 = q[:, 0]
-    sink = inp["attn_sink"].float().contiguous() if inp["attn_sink"] is not None else lse_part
+    sink = inp["attn_sink"].float().contiguous()
     splits_pad = triton.next_power_of_2(total)
     block_d = max(64, min(512, 4096 // splits_pad))
+    side = torch.cuda.Stream(device=dev)
+    scale = dsv4_cache.HEAD_DIM**-0.5
 
     def call():
-        offset = 0
-        for cache, idx, lens, cfg, splits in plan:
-            smd._launch_splits(q3, cache, idx, lens, o_part, lse_part, dsv4_cache.HEAD_DIM**-0.5, splits, offset, cfg)
-            offset += splits
+        main = torch.cuda.current_stream(dev)
+        side.wait_stream(main)
+        (w_cache, w_idx, w_lens, w_cfg, w_splits), (c_cache, c_idx, c_lens, c_cfg, c_splits) = plan
+        smd._launch_splits(q3, w_cache, w_idx, w_lens, o_part, lse_part, scale, w_splits, 0, w_cfg)
+        with torch.cuda.stream(side):
+            smd._launch_splits(q3, c_cache, c_idx, c_lens, o_part, lse_part, scale, c_splits, w_splits, c_cfg)
+        main.wait_stream(side)
         smd._combine_kernel[(batch * HEADS, dsv4_cache.HEAD_DIM // block_d)](
             o_part, lse_part, sink, out, lse, HEADS, total, out.stride(0), out.stride(2),
-            HAS_SINK=inp["attn_sink"] is not None, SPLITS_PAD=splits_pad, BLOCK_D=block_d, num_warps=4,
+            HAS_SINK=True, SPLITS_PAD=splits_pad, BLOCK_D=block_d, num_warps=4,
         )  # fmt: skip
         return out, lse.view(batch, HEADS, 1)
 
     return call
+
+
+def probe_check(make: Callable, q, inp) -> dict:
+    """A probe's output at one input set against the float32 reference (``check.compare``)."""
+    out, lse = make(q, inp)()
+    ref_out, ref_lse = dsv4_cache.reference_sparse_decode(
+        q, inp["k_cache"], inp["indices"], inp["topk_length"], inp["attn_sink"], None,
+        inp["extra_k_cache"], inp["extra_indices"], inp["extra_topk_length"])  # fmt: skip
+    errs = check.compare(out, lse, ref_out, ref_lse)
+    errs["ok"] = check._verdict(errs, check.OUT_NORM_REL_MAX)
+    return errs
 
 
 def upstream_call(q, inp) -> Callable[[], object]:
@@ -248,20 +264,26 @@ def run_cell(batch, topk, pattern, form, caches, fm, fm_error, ceil, seed) -> di
     arch = tiles.device_arch(q.device)
     main_topk = WINDOW if form == "two_cache" else topk
     cfg = tiles.choose_config(batch, main_topk, HEADS, arch)
+    extra_cfg = tiles.choose_config(batch, topk, HEADS, arch) if form == "two_cache" else None
     cell = {
         "batch": batch, "topk": topk, "pattern": pattern, "form": form, "heads": HEADS, "seed": seed,
         "tokens_per_row": tokens, "bytes": work["bytes"], "flops": work["flops"], "floor_us": floor_us,
         "cold_sets": n_sets, "config": tiles.config_name(cfg),
+        "extra_config": tiles.config_name(extra_cfg) if extra_cfg is not None else None,
         "splits": smd.plan_splits(batch, main_topk, HEADS, q.device),
         "extra_splits": smd.plan_splits(batch, topk, HEADS, q.device) if form == "two_cache" else None,
     }  # fmt: skip
     impls = {"rewrite": (lambda q_, s_: rewrite_call(q_, s_), True), "upstream": (upstream_call, False)}
     if fm is not None:
         impls["flashmla"] = (lambda q_, s_: flashmla_call(fm, q_, s_), True)
-    extra_cfg = tiles.choose_config(batch, topk, HEADS, arch)
-    if form == "two_cache" and extra_cfg != cfg:
-        impls["rewrite_extra_cfg"] = (lambda q_, s_: rewrite_call(q_, s_, extra_cfg), True)
-        cell["extra_cfg"] = tiles.config_name(extra_cfg)
+    if form == "two_cache":
+        if extra_cfg != cfg:
+            impls["rewrite_window_cfg"] = (lambda q_, s_: rewrite_call(q_, s_, cfg), True)
+        cell["two_streams_check"] = probe_check(two_streams_call, q, sets[0])
+        if cell["two_streams_check"]["ok"]:
+            impls["rewrite_two_streams"] = (two_streams_call, True)
+        else:
+            cell["rewrite_two_streams"] = {"error": "failed its check against the reference: not timed"}
     for name, (make, fast) in impls.items():
         try:
             cell[name] = time_both(make, sets, q, fast)
@@ -331,8 +353,10 @@ def summary_line(c: dict) -> str:
     mark = " <- FlashMLA faster" if c.get("flashmla_faster") else ""
     x = (f"{c['speedup_vs_flashmla_warm']:.2f}/{c['speedup_vs_flashmla_cold']:.2f}"
          if "speedup_vs_flashmla_warm" in c else "n/a")  # fmt: skip
-    extra = f" extra_cfg({c['extra_cfg']}) {_fmt(c['rewrite_extra_cfg'])}" if "rewrite_extra_cfg" in c else ""
-    return (f"{c['batch']:3d} {c['topk']:4d} {c['pattern']:9s} {c['form']:9s} {c['config']:8s} | rw {_fmt(c['rewrite'])}"
+    extra = "".join(f" | {label} {_fmt(c[name])}" for name, label in (("rewrite_window_cfg", "window cfg"),
+                                                                       ("rewrite_two_streams", "2 streams")) if name in c)
+    configs = c["config"] + (f"+{c['extra_config']}" if c.get("extra_config") else "")
+    return (f"{c['batch']:3d} {c['topk']:4d} {c['pattern']:9s} {c['form']:9s} {configs:17s} | rw {_fmt(c['rewrite'])}"
             f" | fm {_fmt(c['flashmla'])} | up {_fmt(c['upstream'])} | x fm {x}{extra}{mark}")  # fmt: skip
 
 

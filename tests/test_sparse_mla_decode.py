@@ -312,3 +312,48 @@ def test_cli_bad_input_exits_2():
 
 if __name__ == "__main__" and sys.argv[1:] == ["merge-partials"]:
     print(json.dumps(_merge_partials_wrongly(), sort_keys=True))
+
+
+def test_each_cache_runs_the_config_its_own_width_calls_for(monkeypatch):
+    """The two-cache call (the model's 128-token window plus the compressed top-k) launches the window
+    with its own config and the compressed cache with the config of its own width, and the launch plan
+    and the engine's call log say the same; a ``config`` override still serves both caches."""
+    launched = []
+
+    class Stop(Exception):
+        pass
+
+    def record(q3, k_cache, indices, topk_length, o_part, lse_part, scale, splits, offset, cfg):
+        launched.append((indices.shape[-1], cfg, splits, offset))
+        if len(launched) == 2:
+            raise Stop
+
+    monkeypatch.setattr(smd, "_launch_splits", record)
+    batch, heads = 16, 64
+    case = check.make_case(batch, 128, heads, torch.device("cpu"), 5, extra=True, extra_topk=1024, sink=True)
+    args = check._call_args(case)
+    with pytest.raises(Stop):
+        smd.sparse_mla_decode(*args)
+    window_cfg, compressed_cfg = tiles.choose_config(batch, 128, heads), tiles.choose_config(batch, 1024, heads)
+    assert (window_cfg, compressed_cfg) == (tiles.MEDIUM, tiles.LARGE)  # the case is one where they differ
+    assert [(w, c) for w, c, _, _ in launched] == [(128, window_cfg), (1024, compressed_cfg)]
+    assert launched[1][3] == launched[0][2]  # the compressed partials follow the window's splits
+    launched.clear()
+    with pytest.raises(Stop):
+        smd.sparse_mla_decode_into(torch.empty(batch, 1, heads, 512, dtype=torch.bfloat16), torch.empty(batch, heads),
+                                   None, *args, config=tiles.SMALL)  # fmt: skip
+    assert [c for _, c, _, _ in launched] == [tiles.SMALL, tiles.SMALL]
+
+    from tools.kernels import sparse_mla_plan
+
+    for arch, sms, want in ((90, 132, ("medium", "large_ws" if gluon is not None else "large")), (120, 188, ("medium", "large"))):
+        plan = sparse_mla_plan.plan_point({"label": "x", "batch": batch, "heads": heads, "topk": 128, "extra_topk": 1024,
+                                           "arch": arch, "sms": sms})  # fmt: skip
+        assert tuple(l["config_name"] for l in plan["launches"]) == want
+        assert [l["splits"] for l in plan["launches"]] == [tiles.choose_num_splits(batch, w, heads, sms, arch) for w in (128, 1024)]
+
+    from tools.engines.reference import attention
+
+    call = attention._describe_call(smd, case["q"], case["indices"], case["topk_length"], case["attn_sink"], case["extra_indices"])
+    assert (call["config"], call["extra_config"]) == ("medium", "large")
+    assert check.configs_run(batch, 128, heads, torch.device("cpu"), None, {"extra_topk": 1024}) == (tiles.MEDIUM, tiles.LARGE)

@@ -126,8 +126,11 @@ def read_rewrite_grid(session: Session, target, box: dict, batch: int, kernel: s
     for point, planned in zip(points, plan["data"]["points"]):
         launch = launch_for(kernel, planned)
         row = {"point": point, "plan": planned, "launch": launch, "kernel": launch["kernel"], "seq": None, "report": None, "diagnosis": None}
-        if point["where"] == "box" and planned["launches"][0]["config_name"] != call.get("config"):
-            problems.append(f"the plan for the box ({planned['launches'][0]['config_name']}) is not the config the engine ran ({call.get('config')})")
+        if point["where"] == "box":
+            ran = [call.get("config")] + ([call["extra_config"]] if "extra_config" in call else [])
+            plan_names = [l["config_name"] for l in planned["launches"]][:len(ran)]
+            if plan_names != ran:
+                problems.append(f"the plan for the box ({' + '.join(plan_names)}) is not the config the engine ran ({' + '.join(map(str, ran))})")
         if not launch["triton_language"]:
             row["note"] = (f"{launch['kernel']} is Gluon code (@gluon.jit), not Triton-language code: the grid reader parses "
                            "@triton.jit kernels, so its grid and diagnosis are not read")

@@ -67,6 +67,10 @@ def check_calls(session: Session, calls: list[dict], device: str, seqs: list[int
         elif (check["data"] or {}).get("config_name") != call.get("config"):
             problems.append(f"{call_label(call)}: the check ran config {check['data'].get('config_name')}, "
                             f"the engine {call.get('config')}")
+        elif "extra_config" in call and (check["data"] or {}).get("extra_config_name") != call["extra_config"]:
+            # a journal from before each cache got its own config logs none for the compressed cache
+            problems.append(f"{call_label(call)}: the check ran config {check['data'].get('extra_config_name')} for "
+                            f"the compressed cache, the engine {call['extra_config']}")
         if device == "cuda":
             bench = session.call("kernel.splitk_bench", {k: v for k, v in args.items() if k != "device"})
             seqs.append(bench["seq"])
@@ -332,7 +336,7 @@ def _tables(figures: dict[str, Any], call_rows: list[dict], step_ms: float, outp
         ["kernel launches a step", figures["launches"]["before"], figures["launches"]["after"], None],
     ]
     call_table = [[call_label(r["call"]), r["call"].get("calls_per_step"), r["call"].get("config"),
-                   r["call"].get("splits"), r["call"].get("extra_splits"),
+                   r["call"].get("splits"), r["call"].get("extra_config"), r["call"].get("extra_splits"),
                    worst_error(r["check"] or {}, "out_norm_rel"),
                    (r.get("bench") or {}).get("upstream_graph_us"), (r.get("bench") or {}).get("rewrite_graph_us"),
                    (r.get("bench") or {}).get("speedup_vs_upstream"),
@@ -344,10 +348,10 @@ def _tables(figures: dict[str, Any], call_rows: list[dict], step_ms: float, outp
                        f"the geometric mean of the paired rounds' ratios; "
                        + _output_text(output, rtol)),
             Table(title="The engine's attention calls, checked and timed as the engine made them",
-                  columns=["call", "calls a step", "config", "splits", "compressed splits", "error vs float32",
+                  columns=["call", "calls a step", "config", "splits", "compressed config", "compressed splits", "error vs float32",
                            "upstream us", "split-K us", "speedup", "share of the step", "log"], rows=call_table,
                   note="each distinct call of one decode step, in its own form (caches, sink, index widths) and "
-                       "with the configuration the wrapper chose; us: CUDA-graph replay medians on the box; share: "
+                       "with the configurations the wrapper chose (the window cache's, the compressed cache's); us: CUDA-graph replay medians on the box; share: "
                        "split-K us x calls a step / the split-K engine's timed step")]
 
 

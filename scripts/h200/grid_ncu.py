@@ -35,9 +35,9 @@ def main() -> int:
         inp = g.make_inputs(batch, topk, pattern, form, 5, caches)
         q = (torch.randn(batch, 1, g.HEADS, 512, device="cuda") * 0.5).to(torch.bfloat16)
         calls = {"rewrite": g.rewrite_call(q, inp), "flashmla": g.flashmla_call(flash_mla, q, inp)}
-        extra_cfg = tiles.choose_config(batch, topk, g.HEADS, 90)
-        if form == "two_cache" and extra_cfg != tiles.choose_config(batch, g.WINDOW, g.HEADS, 90):
-            calls["rewrite_extra_cfg"] = g.rewrite_call(q, inp, extra_cfg)
+        window_cfg = tiles.choose_config(batch, g.WINDOW, g.HEADS, 90)
+        if form == "two_cache" and window_cfg != tiles.choose_config(batch, topk, g.HEADS, 90):
+            calls["rewrite_window_cfg"] = g.rewrite_call(q, inp, window_cfg)  # the dispatch before 2026-12-02
         for name, fn in calls.items():
             fn()
             fn()

@@ -514,7 +514,8 @@ def sparse_mla_decode_into(
 
     ``workspace`` is (o_part ``[B, S, H, 512]`` float32, lse_part ``[B, S, H]`` float32) with S the
     total split count (both caches), or None to allocate it. The check passes poisoned buffers here
-    so that an element no kernel writes shows up as NaN.
+    so that an element no kernel writes shows up as NaN. ``config`` (the sweeps' override) serves both
+    caches; without it each cache runs ``choose_config`` of its own width.
     """
     _check_inputs(q, k_cache, indices, head_dim_v)
     batch, _, heads, _ = q.shape
@@ -525,12 +526,17 @@ def sparse_mla_decode_into(
         q3 = q3.contiguous()
     has_extra = extra_k_cache is not None and extra_indices is not None
     topk = indices.reshape(batch, -1).shape[1]
-    cfg = config or choose_config(batch, topk, heads, device_arch(q.device))
+    arch = device_arch(q.device)
+    cfg = config or choose_config(batch, topk, heads, arch)
     splits = plan_splits(batch, topk, heads, q.device, num_splits)
-    extra_splits = 0
+    extra_splits, extra_cfg = 0, cfg
     if has_extra:
         _check_inputs(q, extra_k_cache, extra_indices, head_dim_v)
         extra_topk = extra_indices.reshape(batch, -1).shape[1]
+        # Each cache gets the config its own width calls for, as its split count always did: the model's
+        # 128-token window would otherwise impose a small-work config on the compressed top-k (H200 grid,
+        # 32x2048: 141 us with the window's MEDIUM, 61 us with the compressed cache's own LARGE_WS).
+        extra_cfg = config or choose_config(batch, extra_topk, heads, arch)
         extra_splits = plan_splits(batch, extra_topk, heads, q.device, num_splits)
     total = splits + extra_splits
     if workspace is None:
@@ -544,7 +550,7 @@ def sparse_mla_decode_into(
     if has_extra:
         _launch_splits(
             q3, extra_k_cache, extra_indices, extra_topk_length, o_part, lse_part, softmax_scale, extra_splits,
-            splits, cfg,
+            splits, extra_cfg,
         )  # fmt: skip
     sink = attn_sink.float().contiguous() if attn_sink is not None else lse_part
     splits_pad = triton.next_power_of_2(total)

@@ -5,9 +5,8 @@ config and split count, and the launcher's symbols pinned for the grid reader (`
 ``{"label", "batch", "heads", "topk", "extra_topk"?, "lengths"?, "sink"?}`` and either ``"device": "cpu"|"cuda"``
 (planned as the wrapper plans on this box: this device's compute capability and SM count) or
 ``"arch": 120, "sms": 188`` (planned for another GPU: the declared hardware). The plan is the
-wrapper's own (``sparse_mla_decode_into``: one ``choose_config`` on the window cache's width for
-both launches, ``choose_num_splits`` per cache); which kernel a config launches follows
-``_launch_splits``'s branches.
+wrapper's own (``sparse_mla_decode_into``: ``choose_config`` and ``choose_num_splits`` of each
+cache's own width); which kernel a config launches follows ``_launch_splits``'s branches.
 """
 
 from __future__ import annotations
@@ -48,10 +47,9 @@ def plan_point(point: dict) -> dict:
     batch, heads, lengths = int(point["batch"]), int(point["heads"]), bool(point.get("lengths", True))
     caches = [("window", int(point["topk"]))] + ([("compressed", int(point["extra_topk"]))] if point.get("extra_topk") else [])
     launches, offset = [], 0
-    # as sparse_mla_decode_into: one tile config, chosen on the window cache's width, serves both
-    # launches; each cache's split count is planned on its own width
-    cfg = tiles.choose_config(batch, caches[0][1], heads, arch)
+    # as sparse_mla_decode_into: each cache's tile config and split count are planned on its own width
     for cache, topk in caches:
+        cfg = tiles.choose_config(batch, topk, heads, arch)
         splits = tiles.choose_num_splits(batch, topk, heads, sms, arch)
         kernel, triton_language = kernel_of(cfg)
         shapes = {"batch": batch, "heads": heads, "topk": topk, "splits": splits, "split_offset": offset,

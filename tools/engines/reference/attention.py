@@ -244,6 +244,8 @@ def _describe_call(module, q, indices, topk_length, attn_sink, extra_indices) ->
         call["config"] = names.get(cfg, "other")
         call["splits"] = module.plan_splits(call["batch"], call["topk"], call["heads"], q.device)
         if extra_indices is not None:
+            extra_cfg = module.choose_config(call["batch"], call["extra_topk"], call["heads"], arch)
+            call["extra_config"] = names.get(extra_cfg, "other")
             call["extra_splits"] = module.plan_splits(call["batch"], call["extra_topk"], call["heads"], q.device)
     return call
 

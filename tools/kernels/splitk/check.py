@@ -203,6 +203,16 @@ def _variant(name: str, engine_call: Optional[dict]) -> dict:
     return VARIANTS[name]
 
 
+def configs_run(batch, topk, heads, dev, config=None, engine_call=None):
+    """The tile configs the wrapper runs for the main cache and, in the engine's call form with a
+    compressed cache, for that cache (else None): ``config`` when given, else each cache's own pick."""
+    arch = device_arch(dev)
+    cfg = config or choose_config(batch, topk, heads, arch)
+    extra_topk = (engine_call or {}).get("extra_topk")
+    extra_cfg = (config or choose_config(batch, extra_topk, heads, arch)) if extra_topk is not None else None
+    return cfg, extra_cfg
+
+
 def run_check(
     batch: int,
     topk: int,
@@ -229,12 +239,14 @@ def run_check(
         res = check_case(case, with_upstream=with_upstream, num_splits=num_splits, config=config)
         res["splits"] = smd.plan_splits(batch, topk, heads, dev, num_splits)
         results[name] = res
+    cfg, extra_cfg = configs_run(batch, topk, heads, dev, config, engine_call)
     return {
         "shape": {"batch": batch, "topk": topk, "heads": heads},
         "device": device,
         "seed": seed,
-        "config": (config or choose_config(batch, topk, heads, device_arch(dev))).__dict__,
-        "config_name": config_name(config or choose_config(batch, topk, heads, device_arch(dev))),
+        "config": cfg.__dict__,
+        "config_name": config_name(cfg),
+        "extra_config_name": config_name(extra_cfg) if extra_cfg is not None else None,
         "thresholds": {
             "out_norm_rel": OUT_NORM_REL_MAX,
             "out_norm_rel_vs_upstream": OUT_NORM_REL_MAX_VS_UPSTREAM,

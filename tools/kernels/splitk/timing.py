@@ -13,8 +13,8 @@ import torch
 
 from tools.kernels import dsv4_cache, upstream
 from tools.kernels import sparse_mla_decode as smd
-from tools.kernels.splitk.check import _call_args, _variant, make_case
-from tools.kernels.splitk.tiles import choose_config, config_name, device_arch
+from tools.kernels.splitk.check import _call_args, _variant, configs_run, make_case
+from tools.kernels.splitk.tiles import config_name
 
 
 def graph_replay_us(calls: list[Callable[[], object]], reps: int = 30) -> list[float]:
@@ -66,12 +66,12 @@ def run_bench(batch, topk, heads, seed, with_upstream, num_splits, config=None, 
     else:
         case = make_case(batch, topk, heads, dev, seed, topk_length=False)
     args = _call_args(case)
-    cfg = config or choose_config(batch, topk, heads, device_arch(dev))
+    cfg, extra_cfg = configs_run(batch, topk, heads, dev, config, engine_call)
     out = torch.empty(batch, 1, heads, dsv4_cache.HEAD_DIM, dtype=torch.bfloat16, device=dev)
     lse = torch.empty(batch, heads, dtype=torch.float32, device=dev)
 
     def ours():
-        smd.sparse_mla_decode_into(out, lse, None, *args, num_splits=num_splits, config=cfg)
+        smd.sparse_mla_decode_into(out, lse, None, *args, num_splits=num_splits, config=config)
 
     samples = graph_replay_us([ours])
     result = {
@@ -79,6 +79,7 @@ def run_bench(batch, topk, heads, seed, with_upstream, num_splits, config=None, 
         "engine_call": engine_call,
         "config": cfg.__dict__,
         "config_name": config_name(cfg),
+        "extra_config_name": config_name(extra_cfg) if extra_cfg is not None else None,
         "splits": smd.plan_splits(batch, topk, heads, dev, num_splits),
         "rewrite_graph_us": statistics.median(samples),
         "rewrite_do_bench_us": do_bench_us(ours),
