@@ -13,11 +13,12 @@ CUDA-graph replay medians with the raw samples kept.
   no sink) and ``two_cache`` (the call the model makes: the request's last ``WINDOW`` tokens in a page-256
   sliding-window cache as the main cache, the top-k over the page-64 compressed cache as the extra one,
   valid lengths and a sink, merged by LSE).
-- two-cache cells only, beside the shipped rewrite (which gives each cache ``choose_config`` of its own width):
-  ``rewrite_window_cfg``, the dispatch before 2026-12-02 (the window's config for both caches), where it
-  differs, so the change is measured within one run; and ``rewrite_two_streams``, the shipped dispatch with
-  the compressed cache's launch on a second stream beside the window's (a probe for a proposal: the two
-  launches each fill part of the chip at B >= 48; the wrapper does not do it).
+- two-cache cells only, beside the shipped rewrite (each cache with ``choose_config`` of its own width, the
+  window's launch on a second stream when ``tiles.runs_beside`` says so): ``rewrite_one_stream`` (the same
+  configs, both launches on one stream: the dispatch of aea8d0b) and, where the window's config differs from
+  the compressed cache's, ``rewrite_window_cfg`` (the window's config for both, one stream: the dispatch
+  before 2026-12-02), so each change is measured within one run; each probe is checked against the
+  float32 reference before it is timed.
 """
 
 from __future__ import annotations
@@ -141,18 +142,18 @@ def rewrite_call(q, inp, config=None) -> Callable[[], object]:
     return lambda: smd.sparse_mla_decode_into(out, lse, ws, *a, config=config)
 
 
-def two_streams_call(q, inp) -> Callable[[], object]:
-    """The shipped two-cache call with the compressed cache's split launch on a second CUDA stream, the
-    window's on the current one, joined before the combine: the wrapper's own launch and combine steps
-    with each cache's own config and split count; a probe (the grid checks its output against the
-    float32 reference before timing it)."""
+def one_stream_call(q, inp, config=None) -> Callable[[], object]:
+    """The two-cache call with both split launches on the current stream, one after the other, then the
+    combine: the wrapper's own launch and combine steps, each cache with its own config and split count
+    (``config``: that config for both, the dispatch before 2026-12-02). A probe of the dispatches the
+    wrapper replaced (the grid checks its output against the float32 reference before timing it)."""
     batch = q.shape[0]
     dev = q.device
     arch = tiles.device_arch(dev)
     parts = [(inp["k_cache"], inp["indices"], inp["topk_length"]),
              (inp["extra_k_cache"], inp["extra_indices"], inp["extra_topk_length"])]  # fmt: skip
-    plan = [(c, i, n, tiles.choose_config(batch, i.shape[-1], HEADS, arch), smd.plan_splits(batch, i.shape[-1], HEADS, dev))
-            for c, i, n in parts]  # fmt: skip
+    plan = [(c, i, n, config or tiles.choose_config(batch, i.shape[-1], HEADS, arch),
+             smd.plan_splits(batch, i.shape[-1], HEADS, dev)) for c, i, n in parts]  # fmt: skip
     total = sum(p[4] for p in plan)
     out = torch.empty(batch, 1, HEADS, dsv4_cache.HEAD_DIM, dtype=torch.bfloat16, device=dev)
     lse = torch.empty(batch, HEADS, dtype=torch.float32, device=dev)
@@ -162,17 +163,13 @@ def two_streams_call(q, inp) -> Callable[[], object]:
     sink = inp["attn_sink"].float().contiguous()
     splits_pad = triton.next_power_of_2(total)
     block_d = max(64, min(512, 4096 // splits_pad))
-    side = torch.cuda.Stream(device=dev)
     scale = dsv4_cache.HEAD_DIM**-0.5
 
     def call():
-        main = torch.cuda.current_stream(dev)
-        side.wait_stream(main)
-        (w_cache, w_idx, w_lens, w_cfg, w_splits), (c_cache, c_idx, c_lens, c_cfg, c_splits) = plan
-        smd._launch_splits(q3, w_cache, w_idx, w_lens, o_part, lse_part, scale, w_splits, 0, w_cfg)
-        with torch.cuda.stream(side):
-            smd._launch_splits(q3, c_cache, c_idx, c_lens, o_part, lse_part, scale, c_splits, w_splits, c_cfg)
-        main.wait_stream(side)
+        offset = 0
+        for cache, idx, lens, cfg, splits in plan:
+            smd._launch_splits(q3, cache, idx, lens, o_part, lse_part, scale, splits, offset, cfg)
+            offset += splits
         smd._combine_kernel[(batch * HEADS, dsv4_cache.HEAD_DIM // block_d)](
             o_part, lse_part, sink, out, lse, HEADS, total, out.stride(0), out.stride(2),
             HAS_SINK=True, SPLITS_PAD=splits_pad, BLOCK_D=block_d, num_warps=4,
@@ -277,13 +274,17 @@ def run_cell(batch, topk, pattern, form, caches, fm, fm_error, ceil, seed) -> di
     if fm is not None:
         impls["flashmla"] = (lambda q_, s_: flashmla_call(fm, q_, s_), True)
     if form == "two_cache":
+        cell["streams"] = 2 if tiles.runs_beside(cfg, q.device) else 1
+        probes = {"rewrite_one_stream": lambda q_, s_: one_stream_call(q_, s_)}
         if extra_cfg != cfg:
-            impls["rewrite_window_cfg"] = (lambda q_, s_: rewrite_call(q_, s_, cfg), True)
-        cell["two_streams_check"] = probe_check(two_streams_call, q, sets[0])
-        if cell["two_streams_check"]["ok"]:
-            impls["rewrite_two_streams"] = (two_streams_call, True)
-        else:
-            cell["rewrite_two_streams"] = {"error": "failed its check against the reference: not timed"}
+            probes["rewrite_window_cfg"] = lambda q_, s_: one_stream_call(q_, s_, cfg)
+        cell["probe_checks"] = {}
+        for name, make in probes.items():
+            cell["probe_checks"][name] = probe_check(make, q, sets[0])
+            if cell["probe_checks"][name]["ok"]:
+                impls[name] = (make, True)
+            else:
+                cell[name] = {"error": "failed its check against the reference: not timed"}
     for name, (make, fast) in impls.items():
         try:
             cell[name] = time_both(make, sets, q, fast)
@@ -353,9 +354,9 @@ def summary_line(c: dict) -> str:
     mark = " <- FlashMLA faster" if c.get("flashmla_faster") else ""
     x = (f"{c['speedup_vs_flashmla_warm']:.2f}/{c['speedup_vs_flashmla_cold']:.2f}"
          if "speedup_vs_flashmla_warm" in c else "n/a")  # fmt: skip
-    extra = "".join(f" | {label} {_fmt(c[name])}" for name, label in (("rewrite_window_cfg", "window cfg"),
-                                                                       ("rewrite_two_streams", "2 streams")) if name in c)
-    configs = c["config"] + (f"+{c['extra_config']}" if c.get("extra_config") else "")
+    extra = "".join(f" | {label} {_fmt(c[name])}" for name, label in (("rewrite_one_stream", "1 stream"),
+                                                                       ("rewrite_window_cfg", "window cfg")) if name in c)
+    configs = c["config"] + (f"+{c['extra_config']} {c['streams']}s" if c.get("extra_config") else "")
     return (f"{c['batch']:3d} {c['topk']:4d} {c['pattern']:9s} {c['form']:9s} {configs:17s} | rw {_fmt(c['rewrite'])}"
             f" | fm {_fmt(c['flashmla'])} | up {_fmt(c['upstream'])} | x fm {x}{extra}{mark}")  # fmt: skip
 

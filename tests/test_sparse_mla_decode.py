@@ -357,3 +357,11 @@ def test_each_cache_runs_the_config_its_own_width_calls_for(monkeypatch):
     call = attention._describe_call(smd, case["q"], case["indices"], case["topk_length"], case["attn_sink"], case["extra_indices"])
     assert (call["config"], call["extra_config"]) == ("medium", "large")
     assert check.configs_run(batch, 128, heads, torch.device("cpu"), None, {"extra_topk": 1024}) == (tiles.MEDIUM, tiles.LARGE)
+
+
+def test_the_window_launch_runs_beside_only_in_the_small_work_regimes(monkeypatch):
+    cuda = torch.device("cuda")  # a device description: runs_beside touches no GPU
+    assert [tiles.runs_beside(c, cuda) for c in (tiles.SMALL, tiles.MEDIUM, tiles.LARGE, tiles.LARGE_WS)] == [True, True, False, False]
+    assert not tiles.runs_beside(tiles.SMALL, torch.device("cpu"))
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert not tiles.runs_beside(tiles.SMALL, cuda)

@@ -49,3 +49,44 @@ def test_ws_dequantization_is_exact_for_every_fp8_code_and_scale():
     # subnormal codes (exponent bits 0, nonzero) at a scale that keeps them bf16-normal are not flushed
     sub = (codes & 0x78 == 0) & (codes & 0x07 != 0)
     assert (got[sub & (scales[:, None] == 127)] != 0).all()
+
+
+@pytest.mark.parametrize("batch,topk", [(1, 512), (8, 768), (64, 512)])
+def test_the_two_cache_call_on_two_streams_waits_for_both_launches(batch, topk):
+    """The model's call (128-token window plus the compressed top-k, sink, lengths): eager and replayed
+    from a CUDA graph, into partial buffers poisoned with NaN before every replay, it gives the reference's
+    result, bit for bit the same each time: a combine that ran before the side stream's launch finished
+    would read NaN or stale partials. B = 64 is the one-stream case, for comparison."""
+    from tools.kernels import dsv4_cache
+    from tools.kernels import sparse_mla_decode as smd
+    from tools.kernels.splitk import check, tiles
+
+    dev = torch.device("cuda")
+    case = check.make_case(batch, 128, 64, dev, 7, extra=True, extra_topk=topk, sink=True)
+    cfg = tiles.choose_config(batch, 128, 64, tiles.device_arch(dev))
+    assert tiles.runs_beside(cfg, dev) == (batch < 48)
+    args = check._call_args(case)
+    total = smd.workspace_shape(batch, 64, 128, dev, None, topk)
+    out = torch.empty(batch, 1, 64, 512, dtype=torch.bfloat16, device=dev)
+    lse = torch.empty(batch, 64, dtype=torch.float32, device=dev)
+    ws = (torch.empty(batch, total, 64, 512, device=dev), torch.empty(batch, total, 64, device=dev))
+    for buf in (out, lse, *ws):
+        buf.fill_(float("nan"))
+    smd.sparse_mla_decode_into(out, lse, ws, *args)
+    torch.cuda.synchronize()
+    ref_out, ref_lse = dsv4_cache.reference_sparse_decode(*args[:5], args[6], *args[7:])
+    errs = check.compare(out, lse.view(batch, 64, 1), ref_out, ref_lse)
+    assert check._verdict(errs, check.OUT_NORM_REL_MAX), errs
+    eager_out, eager_lse = out.clone(), lse.clone()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+        smd.sparse_mla_decode_into(out, lse, ws, *args)
+    for _ in range(20):
+        for buf in (out, lse, *ws):
+            buf.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out.view(torch.int16), eager_out.view(torch.int16))
+        assert torch.equal(lse, eager_lse)

@@ -54,6 +54,8 @@ from tools.kernels.splitk.tiles import (
     choose_config,
     device_arch,
     plan_splits,
+    runs_beside,
+    side_stream,
     workspace_shape,
 )
 
@@ -546,8 +548,21 @@ def sparse_mla_decode_into(
         o_part, lse_part = workspace
         if tuple(o_part.shape) != (batch, total, heads, HEAD_DIM) or tuple(lse_part.shape) != (batch, total, heads):
             raise ValueError(f"workspace must be [{batch}, {total}, {heads}, 512] and [{batch}, {total}, {heads}]")
+    beside = has_extra and runs_beside(cfg, q.device)
+    if beside:
+        # the window's small launch overlaps the compressed cache's (tiles.BESIDE_CONFIGS says when and why);
+        # the two write disjoint splits of the partials, and the combine waits for both
+        main, side = torch.cuda.current_stream(q.device), side_stream(q.device)
+        side.wait_stream(main)
     _launch_splits(q3, k_cache, indices, topk_length, o_part, lse_part, softmax_scale, splits, 0, cfg)
-    if has_extra:
+    if beside:
+        with torch.cuda.stream(side):
+            _launch_splits(
+                q3, extra_k_cache, extra_indices, extra_topk_length, o_part, lse_part, softmax_scale, extra_splits,
+                splits, extra_cfg,
+            )  # fmt: skip
+        main.wait_stream(side)
+    elif has_extra:
         _launch_splits(
             q3, extra_k_cache, extra_indices, extra_topk_length, o_part, lse_part, softmax_scale, extra_splits,
             splits, extra_cfg,

@@ -71,6 +71,32 @@ MEDIUM_TOKENS = 8192  # ... and MEDIUM (1x2048: 12.6 us against 14.7; 4x2048: 19
 HOPPER_MEDIUM_TOKENS = 4096
 
 
+# The two-cache call's main (window) launch runs beside the extra cache's, on a second CUDA stream, when
+# its config is one of the small-work regimes: such a launch cannot fill the chip and is latency-bound,
+# so run alone it adds its whole time to the call's. H200 grid, benchmarks/results/grid-20261202 (the
+# rewrite_two_streams probe against one stream): 1.22-1.54x at B <= 8 (SMALL or MEDIUM window), 0.99-1.10x
+# at B 16-32 (MEDIUM), 0.96-1.02x at B >= 48 where both caches run LARGE_WS and each launch fills the chip.
+BESIDE_CONFIGS = (SMALL, MEDIUM)
+
+
+def runs_beside(cfg: KernelConfig, device: torch.device) -> bool:
+    """Whether the main cache's split launch, with tile config ``cfg``, runs on a second stream beside the
+    extra cache's (see BESIDE_CONFIGS); never on the CPU or under the interpreter (no streams)."""
+    return device.type == "cuda" and not _interpreting() and cfg in BESIDE_CONFIGS
+
+
+_SIDE_STREAMS: dict[int, "torch.cuda.Stream"] = {}
+
+
+def side_stream(device: torch.device) -> "torch.cuda.Stream":
+    """The one second stream a CUDA device's two-cache calls use (made on first use, then kept: a CUDA
+    graph that captured it replays on it)."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _SIDE_STREAMS:
+        _SIDE_STREAMS[index] = torch.cuda.Stream(device=index)
+    return _SIDE_STREAMS[index]
+
+
 def config_name(cfg: KernelConfig) -> str:
     """The NAMED name of a tile config; ``other`` for any other."""
     return next((name for name, named in NAMED.items() if named == cfg), "other")
