@@ -1,5 +1,6 @@
-"""The defects the i13 audit found in the shipped examples (runs/examples/dsv4-flash-{h200,cpu}-20261201),
-each checked on those runs: their recorded findings held and rendered by the current code, and (marked
+"""The defects the i13 audit found in the examples shipped then (runs/examples/dsv4-flash-{h200,cpu}-20261201,
+kept as tests/data/examples-20261201/{h200,cpu} when the examples were re-recorded on 2026-12-02), each
+checked on those runs: their recorded findings held and rendered by the current code, and (marked
 slow) the findings the current code regenerates from their recorded tool results (agent.regenerate)."""
 
 import json
@@ -16,8 +17,8 @@ from reports.format import fmt_spread
 from schema.finding import Finding
 from conftest import ROOT
 
-H200 = ROOT / "runs" / "examples" / "dsv4-flash-h200-20261201"
-CPU = ROOT / "runs" / "examples" / "dsv4-flash-cpu-20261201"
+H200 = ROOT / "tests" / "data" / "examples-20261201" / "h200"
+CPU = ROOT / "tests" / "data" / "examples-20261201" / "cpu"
 
 
 def _events(run: Path) -> list[dict]:

@@ -1,7 +1,8 @@
-"""The committed H200 grid of the split-K kernel (benchmarks/results/grid-20261201/): every cell of the
+"""The committed H200 grid of the split-K kernel (benchmarks/results/grid-20261202/): every cell of the
 grid with its raw samples, medians and speedups that follow from them, the machine, versions and
-revision named; the matrix (clustered variant included) and the per-cache probe complete and passing;
-the docs quoting the tables as measured. And the index patterns the grid draws: deterministic, inside
+revision named, the probes of the replaced dispatches checked before they were timed; the matrix
+(clustered variant included) passing; the previous grid's per-cache probe (grid-20261201) complete;
+the docs and README quoting the tables and counts as measured. And the index patterns the grid draws: deterministic, inside
 each row's context, and clustered only where they should be."""
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from conftest import ROOT
 
 from tools.kernels import topk_patterns
 
-RESULTS = ROOT / "benchmarks" / "results" / "grid-20261201"
+RESULTS = ROOT / "benchmarks" / "results" / "grid-20261202"
+PREVIOUS = ROOT / "benchmarks" / "results" / "grid-20261201"  # the grid before the two-cache dispatch changed
+PROBES = ("rewrite_one_stream", "rewrite_window_cfg")
 IMPLS = ("rewrite", "flashmla", "upstream")
 
 
@@ -63,10 +66,17 @@ def test_grid_holds_every_cell_with_its_samples_and_derived_numbers(grid_run):
     cells = {(c["batch"], c["topk"], c["pattern"], c["form"]): c for c in grid["cells"]}
     assert set(cells) == expected and len(grid["cells"]) == len(expected) and grid["skipped"] == []
     for cell in cells.values():
-        for name in IMPLS + (("rewrite_extra_cfg",) if "extra_cfg" in cell else ()):
+        two = cell["form"] == "two_cache"
+        # the window-config probe exists where that config differs from the compressed cache's own
+        probes = PROBES if two and cell["extra_config"] != cell["config"] else PROBES[:1] if two else ()
+        assert [p for p in PROBES if p in cell] == list(probes)
+        for name in IMPLS + probes:
             _check_timing(cell[name])
             assert cell[name]["TFLOPs"] == pytest.approx(cell["flops"] / cell[name]["warm_us"] / 1e6)
-        assert ("rewrite_extra_cfg" in cell) == ("extra_cfg" in cell) and ("extra_cfg" not in cell or cell["form"] == "two_cache")
+        if two:
+            assert set(cell["probe_checks"]) == set(probes) and all(c["ok"] for c in cell["probe_checks"].values())
+            # the shipped call ran the window beside the compressed cache exactly where today's rule says so
+            assert cell["streams"] == (2 if cell["config"] in ("small", "medium") else 1)
         floor = max(cell["bytes"] / (ceil["copy_GBps"] * 1e3), cell["flops"] / (ceil["bf16_matmul_TFLOPs"] * 1e6))
         assert cell["floor_us"] == pytest.approx(floor)
         for name in ("flashmla", "upstream"):
@@ -85,9 +95,9 @@ def test_matrix_covers_every_shape_with_the_clustered_variant_and_passes():
     assert run["matrix_ok"] is True
 
 
-def test_per_cache_probe_covers_every_two_cache_cell_checked_first(grid_run):
-    probe = json.loads((RESULTS / "grid_per_cache.json").read_text())
-    grid = grid_run["grid"]
+def test_previous_grids_per_cache_probe_covers_every_two_cache_cell_checked_first():
+    probe = json.loads((PREVIOUS / "grid_per_cache.json").read_text())
+    grid = json.loads((PREVIOUS / "sparse_mla_decode_grid.json").read_text())["grid"]
     assert {(c["batch"], c["topk"], c["pattern"]) for c in probe["cells"]} == set(
         itertools.product(grid["batches"], grid["topks"], grid["patterns"]))
     seeds = {(c["batch"], c["topk"], c["pattern"]): c["seed"] for c in grid["cells"] if c["form"] == "two_cache"}
@@ -143,7 +153,7 @@ def test_clustered_case_keeps_each_row_in_its_own_context():
 
 @pytest.mark.parametrize("name", ["sm120_compile_triton39.json", "sm120_compile_triton36.json"])
 def test_sm120_compile_verdict_follows_from_its_resource_counts(name):
-    run = json.loads((RESULTS / name).read_text())
+    run = json.loads((PREVIOUS / name).read_text())
     assert run["arch"] == "sm_120"
     labels = {r["label"].split()[0] for r in run["results"]}
     assert labels == {"small", "medium", "large", "combine"}
@@ -152,3 +162,27 @@ def test_sm120_compile_verdict_follows_from_its_resource_counts(name):
     assert run["all_compile_without_spills_within_smem"] is clean
     # the Hopper kernels' failure is recorded with the compiler's own reason, not assumed
     assert all(not g["ok"] and "wgmma" in g["error"] for g in run["gluon_hopper_kernels"])
+
+
+def test_readme_quotes_the_grids_counts_as_measured(grid_run):
+    """The README's grid paragraph, recomputed from the cells: how many cells FlashMLA wins per call form,
+    the medians, the cells at 1.2x, and the dispatch change timed against the dispatches it replaced."""
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    cells = grid_run["grid"]["cells"]
+
+    def form(name):
+        return [c for c in cells if c["form"] == name]
+
+    two, one = form("two_cache"), form("one_cache")
+    at_12 = sum(min(c["speedup_vs_flashmla_warm"], c["speedup_vs_flashmla_cold"]) >= 1.2 for c in cells)
+    median_two = statistics.median(c["speedup_vs_flashmla_warm"] for c in two)
+    median_one = statistics.median(c["speedup_vs_flashmla_warm"] for c in one)
+    window = [c["rewrite_window_cfg"]["warm_us"] / c["rewrite"]["warm_us"] for c in two if "rewrite_window_cfg" in c]
+    stream = [c["rewrite_one_stream"]["warm_us"] / c["rewrite"]["warm_us"] for c in two]
+    for phrase in (f"FlashMLA is faster at {sum(c['flashmla_faster'] for c in two)} of 120 cells (the rewrite's median {median_two:.2f}x",
+                   f"ahead at {sum(not c['flashmla_faster'] for c in two)}:",
+                   f"FlashMLA is faster at {sum(c['flashmla_faster'] for c in one)} of 120 cells (median {median_one:.2f}x",
+                   f"at least 1.2x faster at {at_12} of 240 cells",
+                   f"{min(window):.2f}-{max(window):.2f}x faster than the dispatch before (median {statistics.median(window):.2f}x, at the {len(window)} cells",
+                   f"the second stream {min(stream):.2f}-{max(stream):.2f}x (faster by more than 3% at {sum(r > 1.03 for r in stream)} cells"):
+        assert phrase in readme, phrase

@@ -37,7 +37,7 @@ def _tuned_shapes() -> set[tuple[int, int]]:
             for v in x:
                 walk(v)
 
-    for path in [*RESULTS.glob("sparse_mla_decode_run*_sweep*.json"), RESULTS / "grid-20261201" / "sparse_mla_decode_grid.json"]:
+    for path in [*RESULTS.glob("sparse_mla_decode_run*_sweep*.json"), *RESULTS.glob("grid-*/sparse_mla_decode_grid.json")]:
         walk(json.loads(path.read_text()))
     return shapes
 

@@ -16,8 +16,8 @@ from conftest import ROOT
 from tools.kernel_source import ncu
 
 EXAMPLES = ROOT / "runs" / "examples"
-CPU = EXAMPLES / "dsv4-flash-cpu-20261201"
-H200 = EXAMPLES / "dsv4-flash-h200-20261201"
+CPU = EXAMPLES / "dsv4-flash-cpu-20261202"
+H200 = EXAMPLES / "dsv4-flash-h200-20261202"
 
 
 def _events(run: Path) -> list[dict]:

@@ -15,7 +15,7 @@ from schema.finding import Finding
 from conftest import ROOT
 from reports.render import render_report
 
-CPU = ROOT / "runs" / "examples" / "dsv4-flash-cpu-20261201"
+CPU = ROOT / "runs" / "examples" / "dsv4-flash-cpu-20261202"
 TRACE = ROOT / "tests" / "data" / "h200-traces-stacks" / "reference-B16-cudagraph.trace.json.gz"
 
 

@@ -336,3 +336,24 @@ def test_h200_profile_finding_carries_the_operation_and_the_profilers_gaps(monke
         next(k.total_us for k in graph.kernels if k.name == KERNEL) / 1000)
     assert finding.number("operation_step_ms") == pytest.approx(finding.number("operation_ms") / graph.steps)
     assert finding.data["dominant"]["name"] == KERNEL and "sparse_decode" in finding.headline
+
+
+def test_a_step_replayed_on_two_streams_is_one_step_spanning_both():
+    """The H200 example's split-K run (a real trace): its CUDA graph forks the two-cache attention onto a
+    second stream, so the device shows each ProfilerStep#N once a stream; each N is one step, from its
+    first range's start to its last range's end (counted per stream it read as twice the steps, and the
+    round-2 window W as about half a step short)."""
+    path = (Path(__file__).parents[1] / "runs" / "examples" / "dsv4-flash-h200-20261202" / "artifacts"
+            / "86f8aadce1a1b515" / "reference_trace_b16.json.gz")
+    events = _events(path)
+    ranges: dict[int, list[dict]] = {}
+    for e in events:
+        if e["cat"] == "gpu_user_annotation" and e["name"].startswith("ProfilerStep#"):
+            ranges.setdefault(int(e["name"].split("#")[1]), []).append(e)
+    assert {len(r) for r in ranges.values()} == {2} and len({e["tid"] for r in ranges.values() for e in r}) == 2
+    merged = trace.summarize([path]).merged
+    assert [w.step for w in merged.step_windows] == sorted(ranges)
+    for window in merged.step_windows:
+        group = ranges[window.step]
+        span = max(e["ts"] + e["dur"] for e in group) - min(e["ts"] for e in group)
+        assert window.window_us <= span + 0.01 and window.window_us > 0.9 * span
