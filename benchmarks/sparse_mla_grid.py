@@ -14,7 +14,7 @@ CUDA-graph replay medians with the raw samples kept.
   sliding-window cache as the main cache, the top-k over the page-64 compressed cache as the extra one,
   valid lengths and a sink, merged by LSE).
 - two-cache cells only, beside the shipped rewrite (each cache with ``choose_config`` of its own width, the
-  window's launch on a second stream when ``tiles.runs_beside`` says so): ``rewrite_one_stream`` (the same
+  compressed cache's launch on a second stream when ``tiles.runs_beside`` says so): ``rewrite_one_stream`` (the same
   configs, both launches on one stream: the dispatch of aea8d0b) and, where the window's config differs from
   the compressed cache's, ``rewrite_window_cfg`` (the window's config for both, one stream: the dispatch
   before 2026-12-02), so each change is measured within one run; each probe is checked against the

@@ -169,3 +169,19 @@ def reference_sparse_decode(
         out = out * w.unsqueeze(-1)
         lse = combined
     return out.view(batch, 1, heads, dim), lse.view(batch, heads, 1)
+
+
+def check_decode_inputs(q, k_cache, indices, head_dim_v) -> None:
+    """ValueError unless q, one cache and its indices have the shapes and dtypes a sparse decode call takes."""
+    if q.dim() != 4 or q.shape[1] != 1 or q.shape[3] != HEAD_DIM:
+        raise ValueError(f"q must be [B, 1, H, {HEAD_DIM}], got {list(q.shape)}")
+    if q.dtype != torch.bfloat16:
+        raise ValueError(f"q must be bfloat16, got {q.dtype}")
+    if head_dim_v != HEAD_DIM:
+        raise ValueError(f"head_dim_v must be {HEAD_DIM}, got {head_dim_v}")
+    if k_cache.dim() != 4 or k_cache.shape[-1] != BYTES_PER_TOKEN:
+        raise ValueError(f"k_cache must be [pages, page_size, 1, {BYTES_PER_TOKEN}]")
+    if k_cache.stride(0) % DATA_STRIDE != 0:
+        raise ValueError("k_cache page stride must be a multiple of 576 bytes")
+    if indices.shape[0] != q.shape[0]:
+        raise ValueError("indices and q disagree on the batch size")

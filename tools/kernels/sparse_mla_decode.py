@@ -418,21 +418,6 @@ def _flat_views(k_cache: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torc
     return raw.view(torch.float8_e4m3fn), raw, raw.view(torch.bfloat16)
 
 
-def _check_inputs(q, k_cache, indices, head_dim_v):
-    if q.dim() != 4 or q.shape[1] != 1 or q.shape[3] != HEAD_DIM:
-        raise ValueError(f"q must be [B, 1, H, {HEAD_DIM}], got {list(q.shape)}")
-    if q.dtype != torch.bfloat16:
-        raise ValueError(f"q must be bfloat16, got {q.dtype}")
-    if head_dim_v != HEAD_DIM:
-        raise ValueError(f"head_dim_v must be {HEAD_DIM}, got {head_dim_v}")
-    if k_cache.dim() != 4 or k_cache.shape[-1] != dsv4_cache.BYTES_PER_TOKEN:
-        raise ValueError(f"k_cache must be [pages, page_size, 1, {dsv4_cache.BYTES_PER_TOKEN}]")
-    if k_cache.stride(0) % dsv4_cache.DATA_STRIDE != 0:
-        raise ValueError("k_cache page stride must be a multiple of 576 bytes")
-    if indices.shape[0] != q.shape[0]:
-        raise ValueError("indices and q disagree on the batch size")
-
-
 def _launch_splits(q3, k_cache, indices, topk_length, o_part, lse_part, softmax_scale, splits, split_offset, cfg):
     batch, heads, _ = q3.shape
     idx = indices.reshape(batch, -1)
@@ -514,12 +499,11 @@ def sparse_mla_decode_into(
 ) -> None:
     """``sparse_mla_decode`` writing into given buffers: out ``[B, 1, H, 512]`` bf16, lse ``[B, H]`` float32.
 
-    ``workspace`` is (o_part ``[B, S, H, 512]`` float32, lse_part ``[B, S, H]`` float32) with S the
-    total split count (both caches), or None to allocate it. The check passes poisoned buffers here
-    so that an element no kernel writes shows up as NaN. ``config`` (the sweeps' override) serves both
-    caches; without it each cache runs ``choose_config`` of its own width.
+    ``workspace`` is (o_part ``[B, S, H, 512]`` float32, lse_part ``[B, S, H]`` float32) with S the total split
+    count (both caches), or None to allocate it. The check passes poisoned buffers here so that an element
+    no kernel writes shows up as NaN. ``config`` (the sweeps' override) serves both caches.
     """
-    _check_inputs(q, k_cache, indices, head_dim_v)
+    dsv4_cache.check_decode_inputs(q, k_cache, indices, head_dim_v)
     batch, _, heads, _ = q.shape
     if softmax_scale is None:
         softmax_scale = HEAD_DIM**-0.5
@@ -533,11 +517,9 @@ def sparse_mla_decode_into(
     splits = plan_splits(batch, topk, heads, q.device, num_splits)
     extra_splits, extra_cfg = 0, cfg
     if has_extra:
-        _check_inputs(q, extra_k_cache, extra_indices, head_dim_v)
+        dsv4_cache.check_decode_inputs(q, extra_k_cache, extra_indices, head_dim_v)
         extra_topk = extra_indices.reshape(batch, -1).shape[1]
-        # Each cache gets the config its own width calls for, as its split count always did: the model's
-        # 128-token window would otherwise impose a small-work config on the compressed top-k (H200 grid,
-        # 32x2048: 141 us with the window's MEDIUM, 61 us with the compressed cache's own LARGE_WS).
+        # its own width's config, as its split count: the window's would be a small-work one (grid-20261202)
         extra_cfg = config or choose_config(batch, extra_topk, heads, arch)
         extra_splits = plan_splits(batch, extra_topk, heads, q.device, num_splits)
     total = splits + extra_splits
@@ -548,25 +530,18 @@ def sparse_mla_decode_into(
         o_part, lse_part = workspace
         if tuple(o_part.shape) != (batch, total, heads, HEAD_DIM) or tuple(lse_part.shape) != (batch, total, heads):
             raise ValueError(f"workspace must be [{batch}, {total}, {heads}, 512] and [{batch}, {total}, {heads}]")
-    beside = has_extra and runs_beside(cfg, q.device)
-    if beside:
-        # the window's small launch overlaps the compressed cache's (tiles.BESIDE_CONFIGS says when and why);
-        # the two write disjoint splits of the partials, and the combine waits for both
-        main, side = torch.cuda.current_stream(q.device), side_stream(q.device)
-        side.wait_stream(main)
+    # The compressed cache's launch runs on a second stream beside the window's small one where
+    # tiles.runs_beside says so (disjoint splits of the partials; the combine waits for both).
+    side = side_stream(q.device) if has_extra and runs_beside(cfg, q.device) else None
+    if side is not None:
+        side.wait_stream(torch.cuda.current_stream(q.device))
     _launch_splits(q3, k_cache, indices, topk_length, o_part, lse_part, softmax_scale, splits, 0, cfg)
-    if beside:
-        with torch.cuda.stream(side):
-            _launch_splits(
-                q3, extra_k_cache, extra_indices, extra_topk_length, o_part, lse_part, softmax_scale, extra_splits,
-                splits, extra_cfg,
-            )  # fmt: skip
-        main.wait_stream(side)
-    elif has_extra:
-        _launch_splits(
-            q3, extra_k_cache, extra_indices, extra_topk_length, o_part, lse_part, softmax_scale, extra_splits,
-            splits, extra_cfg,
-        )  # fmt: skip
+    if has_extra:
+        with torch.cuda.stream(side):  # None: the current stream
+            _launch_splits(q3, extra_k_cache, extra_indices, extra_topk_length, o_part, lse_part, softmax_scale,
+                           extra_splits, splits, extra_cfg)  # fmt: skip
+        if side is not None:
+            torch.cuda.current_stream(q.device).wait_stream(side)
     sink = attn_sink.float().contiguous() if attn_sink is not None else lse_part
     splits_pad = triton.next_power_of_2(total)
     block_d = max(64, min(512, 4096 // splits_pad))  # about 4096 partial values a program
@@ -592,12 +567,12 @@ def sparse_mla_decode(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Sparse MLA decode over a DSV4 paged FP8 cache, split-K; drop-in for SGLang's Triton wrapper.
 
-    q ``[B, 1, H, 512]`` bf16; k_cache ``[pages, page_size, 1, 584]`` (stride(0) = page stride in
-    bytes); indices ``[B, 1, topk]`` int32, -1 invalid; topk_length ``[B]`` (tokens past it are
-    ignored) or None; attn_sink ``[H]`` or None (joins the softmax denominator; the returned LSE
-    includes it); softmax_scale None means 512^-0.5. The extra cache, when given, is attended too
-    and merged by LSE. ``num_splits`` overrides ``choose_num_splits`` (per cache).
-    A row with no valid token gives output 0 and LSE -inf (the sink's value when there is a sink).
+    q ``[B, 1, H, 512]`` bf16; k_cache ``[pages, page_size, 1, 584]`` (stride(0) = page stride in bytes);
+    indices ``[B, 1, topk]`` int32, -1 invalid; topk_length ``[B]`` (tokens past it are ignored) or None;
+    attn_sink ``[H]`` or None (joins the softmax denominator; the returned LSE includes it); softmax_scale
+    None means 512^-0.5. The extra cache, when given, is attended too and merged by LSE (each cache on the
+    tile config of its own width). ``num_splits`` overrides ``choose_num_splits`` (per cache). A row with no
+    valid token gives output 0 and LSE -inf (the sink's value when there is a sink).
     Returns (out ``[B, 1, H, 512]`` bf16, lse ``[B, H, 1]`` float32).
     """
     batch, _, heads, _ = q.shape

@@ -71,17 +71,19 @@ MEDIUM_TOKENS = 8192  # ... and MEDIUM (1x2048: 12.6 us against 14.7; 4x2048: 19
 HOPPER_MEDIUM_TOKENS = 4096
 
 
-# The two-cache call's main (window) launch runs beside the extra cache's, on a second CUDA stream, when
-# its config is one of the small-work regimes: such a launch cannot fill the chip and is latency-bound,
-# so run alone it adds its whole time to the call's. H200 grid, benchmarks/results/grid-20261202 (the
-# rewrite_two_streams probe against one stream): 1.22-1.54x at B <= 8 (SMALL or MEDIUM window), 0.99-1.10x
-# at B 16-32 (MEDIUM), 0.96-1.02x at B >= 48 where both caches run LARGE_WS and each launch fills the chip.
+# The two-cache call's two split launches run side by side, the extra (compressed) cache's on a second
+# CUDA stream, when the main (window) cache's config is one of the small-work regimes: such a launch cannot
+# fill the chip and is latency-bound, so in series it adds its whole time to the call's. H200 grid,
+# benchmarks/results/grid-20261202 (the shipped call against rewrite_one_stream, the same configs on one
+# stream): 1.21-1.56x at B <= 4 (SMALL window), 0.99-1.32x at B = 8 and 0.98-1.12x at B 16-32 (MEDIUM);
+# at B >= 48 both caches run LARGE_WS, each launch fills the chip, and the call keeps one stream.
 BESIDE_CONFIGS = (SMALL, MEDIUM)
 
 
 def runs_beside(cfg: KernelConfig, device: torch.device) -> bool:
-    """Whether the main cache's split launch, with tile config ``cfg``, runs on a second stream beside the
-    extra cache's (see BESIDE_CONFIGS); never on the CPU or under the interpreter (no streams)."""
+    """Whether the two-cache call, its main cache on tile config ``cfg``, runs the extra cache's split launch
+    on a second stream beside the main cache's (see BESIDE_CONFIGS); never on the CPU or under the
+    interpreter (no streams)."""
     return device.type == "cuda" and not _interpreting() and cfg in BESIDE_CONFIGS
 
 
