@@ -101,10 +101,10 @@ def _numbers(target: Target, profile: Finding, times: dict[str, Any], kernel: st
     ev = profile.evidence
     on_rank = f", rank {times['rank']}'s trace alone" if times["rank"] is not None else ""
     # a live server's tok/s and step are what its client measured (the whole model), not a projection of layers run
-    measured_as = ("output throughput, measured by the load's client" if engine_sglang.is_sglang(target)
-                   else f"projected to {target.model.layers} layers")
-    step_as = ("median TPOT, measured by the load's client" if engine_sglang.is_sglang(target)
-               else f"projected to {target.model.layers} layers")
+    projected = f"projected to {target.model.layers} layers"
+    server = engine_sglang.is_sglang(target)
+    measured_as = "output throughput, measured by the load's client" if server else projected
+    step_as = "median TPOT, measured by the load's client" if server else projected
     numbers = {
         "window_ms": Number(value=window, unit="ms", label=f"W: GPU window inside the {steps} profiled steps"
                             + (" (between-step gaps kept out)" if times["gaps_ms"] is not None else "") + on_rank, seqs=ev),
