@@ -13,12 +13,13 @@ CUDA-graph replay medians with the raw samples kept.
   no sink) and ``two_cache`` (the call the model makes: the request's last ``WINDOW`` tokens in a page-256
   sliding-window cache as the main cache, the top-k over the page-64 compressed cache as the extra one,
   valid lengths and a sink, merged by LSE).
-- two-cache cells only, beside the shipped rewrite (each cache with ``choose_config`` of its own width, the
-  compressed cache's launch on a second stream when ``tiles.runs_beside`` says so): ``rewrite_one_stream`` (the same
-  configs, both launches on one stream: the dispatch of aea8d0b) and, where the window's config differs from
-  the compressed cache's, ``rewrite_window_cfg`` (the window's config for both, one stream: the dispatch
-  before 2026-12-02), so each change is measured within one run; each probe is checked against the
-  float32 reference before it is timed.
+- two-cache cells only, the launch form the rule did not pick, beside the shipped one: where the rewrite
+  runs both caches in one launch (``tiles.fuses``: the joined row picks LARGE_WS on Hopper),
+  ``rewrite_two_launches`` (the dispatch of cb4db5a: each cache on its own width's config and split count,
+  the compressed cache's launch on a second stream where ``tiles.BESIDE_CONFIGS`` says so); elsewhere
+  ``rewrite_fused`` (the one launch forced below its regime); so the rule is held to a measurement within
+  one run at every cell, each probe checked against the float32 reference before it is timed.
+  (grid-20261202 measured the dispatches before cb4db5a against cb4db5a's.)
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from pathlib import Path
 from typing import Callable
 
 import torch
-import triton
 
 from tools.kernels import dsv4_cache, topk_patterns, upstream
 from tools.kernels import sparse_mla_decode as smd
@@ -128,52 +128,22 @@ def _args(q, inp) -> tuple:
             inp["extra_k_cache"], inp["extra_indices"], inp["extra_topk_length"])  # fmt: skip
 
 
-def rewrite_call(q, inp, config=None) -> Callable[[], object]:
-    if config is None:
+def rewrite_call(q, inp, config=None, fused=None) -> Callable[[], object]:
+    """The shipped wrapper's call; ``config`` / ``fused`` force a tile config or the two-cache launch form
+    (``tiles.plan_call``), into a workspace sized for that plan."""
+    if config is None and fused is None:
         return lambda: smd.sparse_mla_decode(*_args(q, inp))
     a = _args(q, inp)
     batch = q.shape[0]
     extra_topk = inp["extra_indices"].shape[-1] if inp["extra_indices"] is not None else None
-    total = smd.workspace_shape(batch, HEADS, inp["indices"].shape[-1], q.device, None, extra_topk)
+    total = smd.workspace_shape(batch, HEADS, inp["indices"].shape[-1], q.device, None, extra_topk, config, fused)
     out = torch.empty(batch, 1, HEADS, dsv4_cache.HEAD_DIM, dtype=torch.bfloat16, device=DEVICE)
     lse = torch.empty(batch, HEADS, dtype=torch.float32, device=DEVICE)
     ws = (torch.empty(batch, total, HEADS, dsv4_cache.HEAD_DIM, dtype=torch.float32, device=DEVICE),
           torch.empty(batch, total, HEADS, dtype=torch.float32, device=DEVICE))  # fmt: skip
-    return lambda: smd.sparse_mla_decode_into(out, lse, ws, *a, config=config)
-
-
-def one_stream_call(q, inp, config=None) -> Callable[[], object]:
-    """The two-cache call with both split launches on the current stream, one after the other, then the
-    combine: the wrapper's own launch and combine steps, each cache with its own config and split count
-    (``config``: that config for both, the dispatch before 2026-12-02). A probe of the dispatches the
-    wrapper replaced (the grid checks its output against the float32 reference before timing it)."""
-    batch = q.shape[0]
-    dev = q.device
-    arch = tiles.device_arch(dev)
-    parts = [(inp["k_cache"], inp["indices"], inp["topk_length"]),
-             (inp["extra_k_cache"], inp["extra_indices"], inp["extra_topk_length"])]  # fmt: skip
-    plan = [(c, i, n, config or tiles.choose_config(batch, i.shape[-1], HEADS, arch),
-             smd.plan_splits(batch, i.shape[-1], HEADS, dev)) for c, i, n in parts]  # fmt: skip
-    total = sum(p[4] for p in plan)
-    out = torch.empty(batch, 1, HEADS, dsv4_cache.HEAD_DIM, dtype=torch.bfloat16, device=dev)
-    lse = torch.empty(batch, HEADS, dtype=torch.float32, device=dev)
-    o_part = torch.empty(batch, total, HEADS, dsv4_cache.HEAD_DIM, dtype=torch.float32, device=dev)
-    lse_part = torch.empty(batch, total, HEADS, dtype=torch.float32, device=dev)
-    q3 = q[:, 0]
-    sink = inp["attn_sink"].float().contiguous()
-    splits_pad = triton.next_power_of_2(total)
-    block_d = max(64, min(512, 4096 // splits_pad))
-    scale = dsv4_cache.HEAD_DIM**-0.5
 
     def call():
-        offset = 0
-        for cache, idx, lens, cfg, splits in plan:
-            smd._launch_splits(q3, cache, idx, lens, o_part, lse_part, scale, splits, offset, cfg)
-            offset += splits
-        smd._combine_kernel[(batch * HEADS, dsv4_cache.HEAD_DIM // block_d)](
-            o_part, lse_part, sink, out, lse, HEADS, total, out.stride(0), out.stride(2),
-            HAS_SINK=True, SPLITS_PAD=splits_pad, BLOCK_D=block_d, num_warps=4,
-        )  # fmt: skip
+        smd.sparse_mla_decode_into(out, lse, ws, *a, config=config, fused=fused)
         return out, lse.view(batch, HEADS, 1)
 
     return call
@@ -258,26 +228,26 @@ def run_cell(batch, topk, pattern, form, caches, fm, fm_error, ceil, seed) -> di
     sets = [make_inputs(batch, topk, pattern, form, seed + 101 * i, caches) for i in range(n_sets)]
     gen = torch.Generator(device=DEVICE).manual_seed(seed + 3)
     q = (torch.randn(batch, 1, HEADS, 512, generator=gen, device=DEVICE) * 0.5).to(torch.bfloat16)
-    arch = tiles.device_arch(q.device)
     main_topk = WINDOW if form == "two_cache" else topk
-    cfg = tiles.choose_config(batch, main_topk, HEADS, arch)
-    extra_cfg = tiles.choose_config(batch, topk, HEADS, arch) if form == "two_cache" else None
+    plan = tiles.device_plan(batch, main_topk, HEADS, q.device, topk if form == "two_cache" else None)
     cell = {
         "batch": batch, "topk": topk, "pattern": pattern, "form": form, "heads": HEADS, "seed": seed,
         "tokens_per_row": tokens, "bytes": work["bytes"], "flops": work["flops"], "floor_us": floor_us,
-        "cold_sets": n_sets, "config": tiles.config_name(cfg),
-        "extra_config": tiles.config_name(extra_cfg) if extra_cfg is not None else None,
-        "splits": smd.plan_splits(batch, main_topk, HEADS, q.device),
-        "extra_splits": smd.plan_splits(batch, topk, HEADS, q.device) if form == "two_cache" else None,
+        "cold_sets": n_sets, "config": tiles.config_name(plan.cfg),
+        "extra_config": tiles.config_name(plan.extra_cfg) if plan.extra_cfg is not None else None,
+        "splits": plan.splits, "extra_splits": plan.extra_splits if form == "two_cache" else None,
     }  # fmt: skip
     impls = {"rewrite": (lambda q_, s_: rewrite_call(q_, s_), True), "upstream": (upstream_call, False)}
     if fm is not None:
         impls["flashmla"] = (lambda q_, s_: flashmla_call(fm, q_, s_), True)
     if form == "two_cache":
-        cell["streams"] = 2 if tiles.runs_beside(cfg, q.device) else 1
-        probes = {"rewrite_one_stream": lambda q_, s_: one_stream_call(q_, s_)}
-        if extra_cfg != cfg:
-            probes["rewrite_window_cfg"] = lambda q_, s_: one_stream_call(q_, s_, cfg)
+        cell["fused"] = plan.fused
+        cell["streams"] = 2 if plan.beside else 1
+        # the launch form the rule did not pick, so the rule is held to a measurement at every cell
+        if plan.fused:
+            probes = {"rewrite_two_launches": lambda q_, s_: rewrite_call(q_, s_, fused=False)}
+        else:
+            probes = {"rewrite_fused": lambda q_, s_: rewrite_call(q_, s_, fused=True)}
         cell["probe_checks"] = {}
         for name, make in probes.items():
             cell["probe_checks"][name] = probe_check(make, q, sets[0])
@@ -354,9 +324,9 @@ def summary_line(c: dict) -> str:
     mark = " <- FlashMLA faster" if c.get("flashmla_faster") else ""
     x = (f"{c['speedup_vs_flashmla_warm']:.2f}/{c['speedup_vs_flashmla_cold']:.2f}"
          if "speedup_vs_flashmla_warm" in c else "n/a")  # fmt: skip
-    extra = "".join(f" | {label} {_fmt(c[name])}" for name, label in (("rewrite_one_stream", "1 stream"),
-                                                                       ("rewrite_window_cfg", "window cfg")) if name in c)
-    configs = c["config"] + (f"+{c['extra_config']} {c['streams']}s" if c.get("extra_config") else "")
+    extra = "".join(f" | {label} {_fmt(c[name])}" for name, label in (("rewrite_two_launches", "2 launches"),
+                                                                       ("rewrite_fused", "fused")) if name in c)
+    configs = c["config"] + (" fused" if c.get("fused") else f"+{c['extra_config']} {c['streams']}s" if c.get("extra_config") else "")
     return (f"{c['batch']:3d} {c['topk']:4d} {c['pattern']:9s} {c['form']:9s} {configs:17s} | rw {_fmt(c['rewrite'])}"
             f" | fm {_fmt(c['flashmla'])} | up {_fmt(c['upstream'])} | x fm {x}{extra}{mark}")  # fmt: skip
 
@@ -409,23 +379,34 @@ def _pair(cell: dict) -> str:
 def markdown_tables(grid: dict) -> str:
     """The grid as two markdown tables (one cache; window + compressed), a row per (batch, top-k): per
     pattern, rewrite / FlashMLA warm medians (us) and the rewrite's speedup over FlashMLA warm / cold,
-    † where FlashMLA is faster warm or cold; upstream's warm median (uniform indices) last."""
+    † where FlashMLA is faster warm or cold; upstream's warm median (uniform indices) last; in the
+    two-cache table, the launch form the rule picked and the other form's warm median (uniform)."""
     cells = {(c["batch"], c["topk"], c["pattern"], c["form"]): c for c in grid["cells"]}
     out = []
     for form, title in (("one_cache", "one cache"), ("two_cache", "window (128) + compressed, sink, lengths")):
+        two = form == "two_cache"
         out += [f"**{title}** (rewrite / FlashMLA warm us (x warm / x cold); † FlashMLA faster)", "",
-                "| B | top-k | uniform | clustered | upstream, uniform (us) |", "|---|---|---|---|---|"]  # fmt: skip
+                "| B | top-k | uniform | clustered | upstream, uniform (us) |" + (" launch (the other form, uniform us) |" if two else ""),
+                "|---|---|---|---|---|" + ("---|" if two else "")]  # fmt: skip
         for batch in grid["batches"]:
             for topk in grid["topks"]:
                 uni, clu = cells.get((batch, topk, "uniform", form)), cells.get((batch, topk, "clustered", form))
                 if uni is None or clu is None:
-                    out.append(f"| {batch} | {topk} | not run | not run | |")
+                    out.append(f"| {batch} | {topk} | not run | not run | |" + (" |" if two else ""))
                     continue
                 up = uni["upstream"].get("warm_us")
                 up_s = f"{up:.0f}" if up is not None else "n/a"
-                out.append(f"| {batch} | {topk} | {_pair(uni)} | {_pair(clu)} | {up_s} |")
+                out.append(f"| {batch} | {topk} | {_pair(uni)} | {_pair(clu)} | {up_s} |" + (f" {_launch(uni)} |" if two else ""))
         out.append("")
     return "\n".join(out)
+
+
+def _launch(cell: dict) -> str:
+    """'fused (2 launches 34.0)' / '2 launches (fused 17.5)': the rule's form and the other's warm median."""
+    shipped, other, name = (("fused", "2 launches", "rewrite_two_launches") if cell.get("fused")
+                            else ("2 launches", "fused", "rewrite_fused"))  # fmt: skip
+    probe = cell.get(name, {})
+    return f"{shipped} ({other} {probe['warm_us']:.1f})" if "warm_us" in probe else f"{shipped} ({other}: {probe.get('error', 'not run')})"
 
 
 if __name__ == "__main__":

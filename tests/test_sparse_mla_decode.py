@@ -13,6 +13,8 @@ The same check at H = 16 and 64 on an H200 is committed in benchmarks/results/sp
 
 from __future__ import annotations
 
+import itertools
+
 import json
 import math
 import os
@@ -229,7 +231,8 @@ def _compile_for_sm90(fn, constexprs: dict, **options):
     from triton.experimental.gluon._runtime import GluonASTSource
 
     pointers = {"q_ptr": "*bf16", "cache_fp8_ptr": "*fp8e4nv", "cache_u8_ptr": "*u8", "cache_bf16_ptr": "*bf16",
-                "indices_ptr": "*i32", "topk_len_ptr": "*i32", "o_part_ptr": "*fp32", "lse_part_ptr": "*fp32"}
+                "indices_ptr": "*i32", "topk_len_ptr": "*i32", "o_part_ptr": "*fp32", "lse_part_ptr": "*fp32",
+                "x_cache_u8_ptr": "*u8", "x_cache_bf16_ptr": "*bf16", "x_indices_ptr": "*i32", "x_topk_len_ptr": "*i32"}
     signature, consts, attrs = {}, {}, {}
     for i, name in enumerate(fn.arg_names):
         if name in constexprs:
@@ -237,7 +240,8 @@ def _compile_for_sm90(fn, constexprs: dict, **options):
             consts[(i,)] = constexprs[name]
         else:
             signature[name] = pointers.get(name, "fp32" if name == "qk_scale_log2" else "i32")
-            if name in pointers or name in ("page_bytes", "scale_section_off", "stride_qb", "stride_qh"):
+            if name in pointers or name in ("page_bytes", "scale_section_off", "stride_qb", "stride_qh", "x_page_bytes",
+                                            "x_scale_section_off"):
                 attrs[(i,)] = [["tt.divisibility", 16]]
     source = GluonASTSource(fn, signature, consts, attrs)
     return triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
@@ -251,16 +255,19 @@ def _compile_sm90_kernel(dequant_rows: int):
 
 
 @pytest.mark.skipif(gluon is None, reason="this Triton has no Gluon")
-def test_ws_kernel_compiles_to_three_warpgroups_with_register_handoff():
-    # Stand-in for the H200: the warp-specialized kernel as Triton builds it for sm_90. Two consumer
-    # warpgroups run wgmma (the whole S: 64x64; half of O: 64x256), the producer fills the ring by
-    # cp.async and dequantizes with integer ops (no F2F.BF16.F16, the one-element-a-lane conversion the
-    # fp8 -> f16 -> bf16 path compiles to); registers are handed from the producer to the consumers.
+@pytest.mark.parametrize("has_extra", [False, True])
+def test_ws_kernel_compiles_to_three_warpgroups_with_register_handoff(has_extra):
+    # Stand-in for the H200: the warp-specialized kernel as Triton builds it for sm_90, one cache and the
+    # fused two-cache launch (page 256 window, page 64 compressed). Two consumer warpgroups run wgmma
+    # (the whole S: 64x64; half of O: 64x256), the producer fills the ring by cp.async and dequantizes
+    # with integer ops (no F2F.BF16.F16, the one-element-a-lane conversion the fp8 -> f16 -> bf16 path
+    # compiles to); registers are handed from the producer to the consumers.
     cfg = tiles.LARGE_WS
     kernel = _compile_for_sm90(
         sm90_ws._split_kernel_ws,
-        {"HAS_TOPK_LEN": True, "PAGE_SIZE": 64, "BLOCK_T": cfg.block_t, "STAGES": cfg.num_stages,
-         "CONSUMER_REGS": cfg.ws_regs[0], "PRODUCER_REGS": cfg.ws_regs[1], "BATCH": cfg.ws_batch, "ABLATE": 0},
+        {"HAS_TOPK_LEN": True, "PAGE_SIZE": 256 if has_extra else 64, "BLOCK_T": cfg.block_t, "STAGES": cfg.num_stages,
+         "CONSUMER_REGS": cfg.ws_regs[0], "PRODUCER_REGS": cfg.ws_regs[1], "BATCH": cfg.ws_batch, "ABLATE": 0,
+         "X_PAGE_SIZE": 64, "HAS_EXTRA": has_extra, "HAS_X_TOPK_LEN": has_extra},
         num_warps=cfg.num_warps, maxnreg=tiles.WS_MAXNREG,
     )  # fmt: skip
     sass, ptx = kernel.asm["sass"], kernel.asm["ptx"]
@@ -323,7 +330,8 @@ def test_each_cache_runs_the_config_its_own_width_calls_for(monkeypatch):
     class Stop(Exception):
         pass
 
-    def record(q3, k_cache, indices, topk_length, o_part, lse_part, scale, splits, offset, cfg):
+    def record(q3, k_cache, indices, topk_length, o_part, lse_part, scale, splits, offset, cfg, extra=None):
+        assert extra is None  # no fused launch off Hopper
         launched.append((indices.shape[-1], cfg, splits, offset))
         if len(launched) == 2:
             raise Stop
@@ -346,22 +354,55 @@ def test_each_cache_runs_the_config_its_own_width_calls_for(monkeypatch):
 
     from tools.kernels import sparse_mla_plan
 
-    for arch, sms, want in ((90, 132, ("medium", "large_ws" if gluon is not None else "large")), (120, 188, ("medium", "large"))):
+    for arch, sms in ((90, 132), (120, 188)):
         plan = sparse_mla_plan.plan_point({"label": "x", "batch": batch, "heads": heads, "topk": 128, "extra_topk": 1024,
                                            "arch": arch, "sms": sms})  # fmt: skip
-        assert tuple(l["config_name"] for l in plan["launches"]) == want
+        if arch == 90 and gluon is not None:  # Hopper: one launch over the joined row of 128 + 1024 tokens
+            assert [(l["cache"], l["config_name"], l["topk"], l["fused"]) for l in plan["launches"]] == [
+                ("window+compressed", "large_ws", 1152, True)]
+            assert plan["launches"][0]["splits"] == tiles.choose_num_splits(batch, 1152, heads, sms, arch)
+            continue
+        assert tuple(l["config_name"] for l in plan["launches"]) == ("medium", "large")
         assert [l["splits"] for l in plan["launches"]] == [tiles.choose_num_splits(batch, w, heads, sms, arch) for w in (128, 1024)]
 
     from tools.engines.reference import attention
 
     call = attention._describe_call(smd, case["q"], case["indices"], case["topk_length"], case["attn_sink"], case["extra_indices"])
-    assert (call["config"], call["extra_config"]) == ("medium", "large")
-    assert check.configs_run(batch, 128, heads, torch.device("cpu"), None, {"extra_topk": 1024}) == (tiles.MEDIUM, tiles.LARGE)
+    assert (call["config"], call["extra_config"], call["fused"]) == ("medium", "large", False)
+    plan = check.configs_run(batch, 128, heads, torch.device("cpu"), None, {"extra_topk": 1024})
+    assert (plan.cfg, plan.extra_cfg, plan.fused, plan.beside) == (tiles.MEDIUM, tiles.LARGE, False, False)
 
 
-def test_the_window_launch_runs_beside_only_in_the_small_work_regimes(monkeypatch):
-    cuda = torch.device("cuda")  # a device description: runs_beside touches no GPU
-    assert [tiles.runs_beside(c, cuda) for c in (tiles.SMALL, tiles.MEDIUM, tiles.LARGE, tiles.LARGE_WS)] == [True, True, False, False]
-    assert not tiles.runs_beside(tiles.SMALL, torch.device("cpu"))
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    assert not tiles.runs_beside(tiles.SMALL, cuda)
+def test_the_two_cache_call_fuses_on_hopper_where_the_joined_row_picks_large_ws_else_runs_beside():
+    """plan_call: on Hopper (arch 90, Gluon present) the model's call is one launch over the joined row
+    where that row picks LARGE_WS, else two launches, the compressed cache's beside the window's where the
+    window's config is a small-work one; off Hopper never fused; on the CPU (arch None) never beside."""
+    for batch, topk in itertools.product((1, 2, 3, 4, 8, 16, 32, 48, 64, 128), (512, 1024, 2048)):
+        joined = tiles.joined_width(128, topk)
+        assert joined == 128 + topk
+        hopper = tiles.plan_call(batch, 128, 64, 90, 132, topk)
+        big = gluon is not None and batch * joined > tiles.HOPPER_MEDIUM_TOKENS
+        assert hopper.fused is big, (batch, topk)
+        if big:
+            assert (hopper.cfg, hopper.extra_cfg, hopper.extra_splits) == (tiles.LARGE_WS, tiles.LARGE_WS, 0)
+            assert hopper.splits == hopper.total == tiles.choose_num_splits(batch, joined, 64, 132, 90)
+            assert not hopper.beside
+        else:
+            assert hopper.beside is (tiles.choose_config(batch, 128, 64, 90) in tiles.BESIDE_CONFIGS)
+        other = tiles.plan_call(batch, 128, 64, 120, 188, topk)
+        assert not other.fused and other.total == other.splits + other.extra_splits
+        assert other.beside is (other.cfg in tiles.BESIDE_CONFIGS)
+        assert not tiles.plan_call(batch, 128, 64, None, 4, topk).beside
+    assert tiles.joined_width(100, 512) == 128 + 512  # the window padded to whole 64-token tiles
+    one = tiles.plan_call(64, 2048, 64, 90, 132)
+    assert (one.extra_cfg, one.extra_splits, one.fused) == (None, 0, False)
+    forced = tiles.plan_call(64, 128, 64, 90, 132, 2048, fused=False)
+    assert not forced.fused and forced.extra_splits > 0
+    if gluon is not None:  # forced below its regime (the grid's probe): LARGE_WS's own split count
+        small = tiles.plan_call(1, 128, 64, 90, 132, 512, fused=True)
+        assert (small.cfg, small.fused, small.splits) == (tiles.LARGE_WS, True, tiles.most_splits(tiles.LARGE_WS, 640))
+    with pytest.raises(ValueError, match="LARGE_WS"):
+        tiles.plan_call(64, 128, 64, 120, 188, 512, fused=True)  # not Hopper
+    assert not tiles.plan_call(64, 128, 64, 90, 132, 2048, config=tiles.MEDIUM).fused  # a forced config keeps two launches
+
+

@@ -51,20 +51,21 @@ def test_ws_dequantization_is_exact_for_every_fp8_code_and_scale():
     assert (got[sub & (scales[:, None] == 127)] != 0).all()
 
 
-@pytest.mark.parametrize("batch,topk", [(1, 512), (8, 768), (64, 512)])
-def test_the_two_cache_call_on_two_streams_waits_for_both_launches(batch, topk):
-    """The model's call (128-token window plus the compressed top-k, sink, lengths): eager and replayed
-    from a CUDA graph, into partial buffers poisoned with NaN before every replay, it gives the reference's
-    result, bit for bit the same each time: a combine that ran before the side stream's launch finished
-    would read NaN or stale partials. B = 64 is the one-stream case, for comparison."""
+@pytest.mark.parametrize("batch,topk,form", [(1, 512, "beside"), (3, 512, "beside"), (8, 768, "fused"), (64, 512, "fused")])
+def test_the_two_cache_call_on_two_streams_waits_for_both_launches(batch, topk, form):
+    """The model's call (128-token window plus the compressed top-k, sink, lengths from 0 to full):
+    eager and replayed from a CUDA graph, into partial buffers poisoned with NaN before every replay, it
+    gives the reference's result, bit for bit the same each time: a combine that ran before the side
+    stream's launch finished would read NaN or stale partials; a fused launch that skipped or misread a
+    cache's tiles would miss the reference."""
     from tools.kernels import dsv4_cache
     from tools.kernels import sparse_mla_decode as smd
     from tools.kernels.splitk import check, tiles
 
     dev = torch.device("cuda")
     case = check.make_case(batch, 128, 64, dev, 7, extra=True, extra_topk=topk, sink=True)
-    cfg = tiles.choose_config(batch, 128, 64, tiles.device_arch(dev))
-    assert tiles.runs_beside(cfg, dev) == (batch < 48)
+    plan = tiles.device_plan(batch, 128, 64, dev, topk)
+    assert (plan.fused, plan.beside) == (form == "fused", form == "beside")
     args = check._call_args(case)
     total = smd.workspace_shape(batch, 64, 128, dev, None, topk)
     out = torch.empty(batch, 1, 64, 512, dtype=torch.bfloat16, device=dev)

@@ -127,7 +127,8 @@ def read_rewrite_grid(session: Session, target, box: dict, batch: int, kernel: s
         launch = launch_for(kernel, planned)
         row = {"point": point, "plan": planned, "launch": launch, "kernel": launch["kernel"], "seq": None, "report": None, "diagnosis": None}
         if point["where"] == "box":
-            ran = [call.get("config")] + ([call["extra_config"]] if "extra_config" in call else [])
+            # a fused call is one launch (config LARGE_WS for the joined row), as its plan is
+            ran = [call.get("config")] + ([call["extra_config"]] if "extra_config" in call and not call.get("fused") else [])
             plan_names = [l["config_name"] for l in planned["launches"]][:len(ran)]
             if plan_names != ran:
                 problems.append(f"the plan for the box ({' + '.join(plan_names)}) is not the config the engine ran ({' + '.join(map(str, ran))})")

@@ -336,7 +336,9 @@ def _tables(figures: dict[str, Any], call_rows: list[dict], step_ms: float, outp
         ["kernel launches a step", figures["launches"]["before"], figures["launches"]["after"], None],
     ]
     call_table = [[call_label(r["call"]), r["call"].get("calls_per_step"), r["call"].get("config"),
-                   r["call"].get("splits"), r["call"].get("extra_config"), r["call"].get("extra_splits"),
+                   r["call"].get("splits"),
+                   "one launch with the window" if r["call"].get("fused") else r["call"].get("extra_config"),
+                   None if r["call"].get("fused") else r["call"].get("extra_splits"),
                    worst_error(r["check"] or {}, "out_norm_rel"),
                    (r.get("bench") or {}).get("upstream_graph_us"), (r.get("bench") or {}).get("rewrite_graph_us"),
                    (r.get("bench") or {}).get("speedup_vs_upstream"),

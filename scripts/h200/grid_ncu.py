@@ -18,10 +18,10 @@ import torch  # noqa: E402
 import sparse_mla_grid as g  # noqa: E402
 from tools.kernels.splitk import tiles  # noqa: E402
 
-# (batch, top-k, pattern, form): the largest one-cache gap, a two-cache gap with LARGE_WS on both caches,
-# the two-cache dispatch gap (MEDIUM by the window's width) and the headline shape.
-CELLS = [(96, 512, "clustered", "one_cache"), (48, 512, "clustered", "two_cache"),
-         (32, 2048, "clustered", "two_cache"), (64, 2048, "clustered", "one_cache")]  # fmt: skip
+# (batch, top-k, pattern, form): the gaps left once the two-cache call runs as one launch (the model's call
+# at B = 16, the largest batch at the smallest top-k, B = 4 below the fused regime) and the headline shape.
+CELLS = [(16, 1024, "clustered", "two_cache"), (128, 512, "clustered", "two_cache"),
+         (4, 512, "clustered", "two_cache"), (64, 2048, "clustered", "one_cache")]  # fmt: skip
 
 
 def main() -> int:
@@ -35,9 +35,9 @@ def main() -> int:
         inp = g.make_inputs(batch, topk, pattern, form, 5, caches)
         q = (torch.randn(batch, 1, g.HEADS, 512, device="cuda") * 0.5).to(torch.bfloat16)
         calls = {"rewrite": g.rewrite_call(q, inp), "flashmla": g.flashmla_call(flash_mla, q, inp)}
-        window_cfg = tiles.choose_config(batch, g.WINDOW, g.HEADS, 90)
-        if form == "two_cache" and window_cfg != tiles.choose_config(batch, topk, g.HEADS, 90):
-            calls["rewrite_window_cfg"] = g.rewrite_call(q, inp, window_cfg)  # the dispatch before 2026-12-02
+        if form == "two_cache":  # the launch form the rule did not pick
+            fused = tiles.device_plan(batch, g.WINDOW, g.HEADS, q.device, topk).fused
+            calls["rewrite_two_launches" if fused else "rewrite_fused"] = g.rewrite_call(q, inp, fused=not fused)
         for name, fn in calls.items():
             fn()
             fn()

@@ -53,8 +53,8 @@ from tools.kernels.splitk.tiles import (
     _interpreting,
     choose_config,
     device_arch,
+    device_plan,
     plan_splits,
-    runs_beside,
     side_stream,
     workspace_shape,
 )
@@ -418,29 +418,43 @@ def _flat_views(k_cache: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torc
     return raw.view(torch.float8_e4m3fn), raw, raw.view(torch.bfloat16)
 
 
-def _launch_splits(q3, k_cache, indices, topk_length, o_part, lse_part, softmax_scale, splits, split_offset, cfg):
-    batch, heads, _ = q3.shape
+def _cache_args(batch, k_cache, indices, topk_length):
+    """(int32 indices [B, topk], lengths or None, page size, page bytes, fp8 / u8 / bf16 flat views)."""
     idx = indices.reshape(batch, -1)
     if idx.dtype != torch.int32:
         idx = idx.to(torch.int32)
     if idx.stride(-1) != 1:
         idx = idx.contiguous()
-    topk = idx.shape[1]
-    page_size, page_bytes = k_cache.shape[1], k_cache.stride(0)
-    fp8, u8, bf16 = _flat_views(k_cache)
-    has_len = topk_length is not None
-    lens = topk_length.reshape(-1).to(torch.int32) if has_len else idx  # any tensor when unused
+    lens = topk_length.reshape(-1).to(torch.int32) if topk_length is not None else None
+    return (idx, lens, k_cache.shape[1], k_cache.stride(0), *_flat_views(k_cache))
+
+
+def _launch_splits(q3, k_cache, indices, topk_length, o_part, lse_part, softmax_scale, splits, split_offset, cfg,
+                   extra=None):  # fmt: skip
+    """One split launch over ``k_cache``; ``extra`` (extra_k_cache, extra_indices, extra_topk_length), with
+    LARGE_WS only: both caches' tokens as one row of ``splits`` splits (``_split_kernel_ws`` HAS_EXTRA)."""
+    batch, heads, _ = q3.shape
+    idx, lens, page_size, page_bytes, fp8, u8, bf16 = _cache_args(batch, k_cache, indices, topk_length)
+    topk, has_len = idx.shape[1], lens is not None
+    lens = lens if has_len else idx  # any tensor when unused
+    if extra is not None and not cfg.ws_regs:
+        raise ValueError("only LARGE_WS (_split_kernel_ws) reads two caches in one launch")
     if cfg.sm90:
         if gluon is None or device_arch(q3.device) != SM90_ARCH:
             raise RuntimeError("the sm90 kernel needs Triton's Gluon and a compute capability 9.0 GPU")
         if cfg.ws_regs:
+            x_idx, x_lens, x_page_size, x_page_bytes, _, x_u8, x_bf16 = (
+                _cache_args(batch, *extra) if extra is not None else (idx, None, page_size, page_bytes, fp8, u8, bf16))
             _split_kernel_ws[(triton.cdiv(heads, 64), splits, batch)](
                 q3, fp8, u8, bf16, idx, lens, o_part, lse_part,
                 float(softmax_scale) * LOG2E, page_size, page_bytes, page_size * dsv4_cache.DATA_STRIDE,
                 heads, topk, splits, split_offset, o_part.shape[1],
                 q3.stride(0), q3.stride(1), idx.stride(0),
+                x_u8, x_bf16, x_idx, x_lens if x_lens is not None else x_idx,
+                x_page_size, x_page_bytes, x_page_size * dsv4_cache.DATA_STRIDE, x_idx.shape[1], x_idx.stride(0),
                 HAS_TOPK_LEN=has_len, BLOCK_T=cfg.block_t, STAGES=cfg.num_stages, CONSUMER_REGS=cfg.ws_regs[0],
-                PRODUCER_REGS=cfg.ws_regs[1], BATCH=cfg.ws_batch, ABLATE=cfg.ablate, num_warps=4, maxnreg=WS_MAXNREG,
+                PRODUCER_REGS=cfg.ws_regs[1], BATCH=cfg.ws_batch, ABLATE=cfg.ablate, HAS_EXTRA=extra is not None,
+                HAS_X_TOPK_LEN=x_lens is not None, num_warps=4, maxnreg=WS_MAXNREG,
             )  # fmt: skip
             return
         _split_kernel_sm90[(triton.cdiv(heads, 64), splits, batch)](
@@ -496,12 +510,14 @@ def sparse_mla_decode_into(
     *,
     num_splits: Optional[int] = None,
     config: Optional[KernelConfig] = None,
+    fused: Optional[bool] = None,
 ) -> None:
     """``sparse_mla_decode`` writing into given buffers: out ``[B, 1, H, 512]`` bf16, lse ``[B, H]`` float32.
 
-    ``workspace`` is (o_part ``[B, S, H, 512]`` float32, lse_part ``[B, S, H]`` float32) with S the total split
-    count (both caches), or None to allocate it. The check passes poisoned buffers here so that an element
-    no kernel writes shows up as NaN. ``config`` (the sweeps' override) serves both caches.
+    ``workspace`` is (o_part ``[B, S, H, 512]`` float32, lse_part ``[B, S, H]`` float32) with S the plan's
+    total split count (``tiles.workspace_shape``), or None to allocate it. The check passes poisoned buffers
+    here so that an element no kernel writes shows up as NaN. ``config`` (the sweeps' override) serves both
+    caches; ``fused`` forces the two-cache call's launch form (see ``tiles.plan_call``).
     """
     dsv4_cache.check_decode_inputs(q, k_cache, indices, head_dim_v)
     batch, _, heads, _ = q.shape
@@ -510,19 +526,11 @@ def sparse_mla_decode_into(
     q3 = q[:, 0]
     if q3.stride(-1) != 1:
         q3 = q3.contiguous()
-    has_extra = extra_k_cache is not None and extra_indices is not None
-    topk = indices.reshape(batch, -1).shape[1]
-    arch = device_arch(q.device)
-    cfg = config or choose_config(batch, topk, heads, arch)
-    splits = plan_splits(batch, topk, heads, q.device, num_splits)
-    extra_splits, extra_cfg = 0, cfg
-    if has_extra:
+    if has_extra := extra_k_cache is not None and extra_indices is not None:
         dsv4_cache.check_decode_inputs(q, extra_k_cache, extra_indices, head_dim_v)
-        extra_topk = extra_indices.reshape(batch, -1).shape[1]
-        # its own width's config, as its split count: the window's would be a small-work one (grid-20261202)
-        extra_cfg = config or choose_config(batch, extra_topk, heads, arch)
-        extra_splits = plan_splits(batch, extra_topk, heads, q.device, num_splits)
-    total = splits + extra_splits
+    extra_topk = extra_indices.reshape(batch, -1).shape[1] if has_extra else None
+    plan = device_plan(batch, indices.reshape(batch, -1).shape[1], heads, q.device, extra_topk, num_splits, config, fused)
+    total, extra = plan.total, ((extra_k_cache, extra_indices, extra_topk_length) if has_extra else None)
     if workspace is None:
         o_part = torch.empty(batch, total, heads, HEAD_DIM, dtype=torch.float32, device=q.device)
         lse_part = torch.empty(batch, total, heads, dtype=torch.float32, device=q.device)
@@ -530,16 +538,16 @@ def sparse_mla_decode_into(
         o_part, lse_part = workspace
         if tuple(o_part.shape) != (batch, total, heads, HEAD_DIM) or tuple(lse_part.shape) != (batch, total, heads):
             raise ValueError(f"workspace must be [{batch}, {total}, {heads}, 512] and [{batch}, {total}, {heads}]")
-    # The compressed cache's launch runs on a second stream beside the window's small one where
-    # tiles.runs_beside says so (disjoint splits of the partials; the combine waits for both).
-    side = side_stream(q.device) if has_extra and runs_beside(cfg, q.device) else None
+    # plan.beside: the compressed cache's launch on a second stream beside the window's small one
+    # (disjoint splits of the partials; the combine waits for both).
+    side = side_stream(q.device) if plan.beside else None
     if side is not None:
         side.wait_stream(torch.cuda.current_stream(q.device))
-    _launch_splits(q3, k_cache, indices, topk_length, o_part, lse_part, softmax_scale, splits, 0, cfg)
-    if has_extra:
+    _launch_splits(q3, k_cache, indices, topk_length, o_part, lse_part, softmax_scale, plan.splits, 0, plan.cfg,
+                   extra if plan.fused else None)  # fmt: skip
+    if has_extra and not plan.fused:
         with torch.cuda.stream(side):  # None: the current stream
-            _launch_splits(q3, extra_k_cache, extra_indices, extra_topk_length, o_part, lse_part, softmax_scale,
-                           extra_splits, splits, extra_cfg)  # fmt: skip
+            _launch_splits(q3, *extra, o_part, lse_part, softmax_scale, plan.extra_splits, plan.splits, plan.extra_cfg)
         if side is not None:
             torch.cuda.current_stream(q.device).wait_stream(side)
     sink = attn_sink.float().contiguous() if attn_sink is not None else lse_part
@@ -570,9 +578,9 @@ def sparse_mla_decode(
     q ``[B, 1, H, 512]`` bf16; k_cache ``[pages, page_size, 1, 584]`` (stride(0) = page stride in bytes);
     indices ``[B, 1, topk]`` int32, -1 invalid; topk_length ``[B]`` (tokens past it are ignored) or None;
     attn_sink ``[H]`` or None (joins the softmax denominator; the returned LSE includes it); softmax_scale
-    None means 512^-0.5. The extra cache, when given, is attended too and merged by LSE (each cache on the
-    tile config of its own width). ``num_splits`` overrides ``choose_num_splits`` (per cache). A row with no
-    valid token gives output 0 and LSE -inf (the sink's value when there is a sink).
+    None means 512^-0.5. The extra cache, when given, is attended too, as one softmax over both (the launches
+    ``tiles.plan_call`` plans). ``num_splits`` overrides ``choose_num_splits``. A row with no valid token
+    gives output 0 and LSE -inf (the sink's value when there is a sink).
     Returns (out ``[B, 1, H, 512]`` bf16, lse ``[B, H, 1]`` float32).
     """
     batch, _, heads, _ = q.shape

@@ -5,8 +5,9 @@ config and split count, and the launcher's symbols pinned for the grid reader (`
 ``{"label", "batch", "heads", "topk", "extra_topk"?, "lengths"?, "sink"?}`` and either ``"device": "cpu"|"cuda"``
 (planned as the wrapper plans on this box: this device's compute capability and SM count) or
 ``"arch": 120, "sms": 188`` (planned for another GPU: the declared hardware). The plan is the
-wrapper's own (``sparse_mla_decode_into``: ``choose_config`` and ``choose_num_splits`` of each
-cache's own width); which kernel a config launches follows ``_launch_splits``'s branches.
+wrapper's own (``tiles.plan_call``: two launches, each cache on its own width's config and split count,
+or one fused launch over both caches' joined row); which kernel a config launches follows
+``_launch_splits``'s branches.
 """
 
 from __future__ import annotations
@@ -45,19 +46,23 @@ def plan_point(point: dict) -> dict:
     # the interpreter runs on this box only: a launch planned for another GPU is compiled code
     interpreting = int(tiles._interpreting()) if "device" in point else 0
     batch, heads, lengths = int(point["batch"]), int(point["heads"]), bool(point.get("lengths", True))
-    caches = [("window", int(point["topk"]))] + ([("compressed", int(point["extra_topk"]))] if point.get("extra_topk") else [])
+    extra_topk = int(point["extra_topk"]) if point.get("extra_topk") else None
+    call = tiles.plan_call(batch, int(point["topk"]), heads, arch, sms, extra_topk)  # the wrapper's own plan
+    if call.fused:  # one launch over the joined row (window tokens padded to whole tiles, then the compressed)
+        caches = [("window+compressed", tiles.joined_width(int(point["topk"]), extra_topk), call.cfg, call.splits)]
+    else:
+        caches = [("window", int(point["topk"]), call.cfg, call.splits)]
+        caches += [("compressed", extra_topk, call.extra_cfg, call.extra_splits)] if extra_topk else []
     launches, offset = [], 0
-    # as sparse_mla_decode_into: each cache's tile config and split count are planned on its own width
-    for cache, topk in caches:
-        cfg = tiles.choose_config(batch, topk, heads, arch)
-        splits = tiles.choose_num_splits(batch, topk, heads, sms, arch)
+    for cache, topk, cfg, splits in caches:
         kernel, triton_language = kernel_of(cfg)
         shapes = {"batch": batch, "heads": heads, "topk": topk, "splits": splits, "split_offset": offset,
                   "has_len": int(lengths), "_interpreting()": interpreting,
                   **{f"cfg.{k}": int(v) for k, v in vars(cfg).items() if isinstance(v, (int, bool))}}
         launches.append({"cache": cache, "topk": topk, "kernel": kernel, "triton_language": triton_language,
                          "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(cfg).items()},
-                         "config_name": tiles.config_name(cfg), "splits": splits, "shapes": shapes, "dtypes": SPLIT_DTYPES})
+                         "config_name": tiles.config_name(cfg), "splits": splits, "shapes": shapes, "dtypes": SPLIT_DTYPES,
+                         "fused": call.fused})
         offset += splits
     total = offset
     splits_pad = triton.next_power_of_2(total)

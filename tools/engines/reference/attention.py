@@ -238,15 +238,14 @@ def _describe_call(module, q, indices, topk_length, attn_sink, extra_indices) ->
             "extra_topk": int(extra_indices.shape[-1]) if extra_indices is not None else None,
             "sink": attn_sink is not None, "lengths": topk_length is not None}
     if module is not None:
-        arch = module.device_arch(q.device)
-        cfg = module.choose_config(call["batch"], call["topk"], call["heads"], arch)
+        plan = module.device_plan(call["batch"], call["topk"], call["heads"], q.device, call["extra_topk"])
         names = {getattr(module, n): n.lower() for n in ("SMALL", "MEDIUM", "LARGE", "LARGE_SM90", "LARGE_WS")}
-        call["config"] = names.get(cfg, "other")
-        call["splits"] = module.plan_splits(call["batch"], call["topk"], call["heads"], q.device)
+        call["config"] = names.get(plan.cfg, "other")
+        call["splits"] = plan.splits
         if extra_indices is not None:
-            extra_cfg = module.choose_config(call["batch"], call["extra_topk"], call["heads"], arch)
-            call["extra_config"] = names.get(extra_cfg, "other")
-            call["extra_splits"] = module.plan_splits(call["batch"], call["extra_topk"], call["heads"], q.device)
+            call["extra_config"] = names.get(plan.extra_cfg, "other")
+            call["extra_splits"] = plan.extra_splits
+            call["fused"] = plan.fused  # one launch over both caches (its splits are "splits")
     return call
 
 

@@ -15,7 +15,7 @@ import torch
 
 from tools.kernels import dsv4_cache, upstream
 from tools.kernels import sparse_mla_decode as smd
-from tools.kernels.splitk.tiles import NAMED, choose_config, config_name, device_arch
+from tools.kernels.splitk.tiles import NAMED, config_name, device_plan
 
 # Thresholds. The output is bf16 (8 significant bits: rounding alone is a relative error of up to
 # 2^-9, about 1.1e-3 RMS) and P is rounded to bf16 before the P V dot, so the norm-wise relative
@@ -118,7 +118,7 @@ def run_poisoned(case: dict, num_splits: Optional[int] = None, config=None) -> t
     batch, _, heads, _ = q.shape
     topk = case["indices"].shape[-1]
     extra_topk = case["extra_indices"].shape[-1] if case["extra_indices"] is not None else None
-    total = smd.workspace_shape(batch, heads, topk, q.device, num_splits, extra_topk)
+    total = smd.workspace_shape(batch, heads, topk, q.device, num_splits, extra_topk, config)
     nan = float("nan")
     out = torch.full((batch, 1, heads, dsv4_cache.HEAD_DIM), nan, dtype=torch.bfloat16, device=q.device)
     lse = torch.full((batch, heads), nan, dtype=torch.float32, device=q.device)
@@ -203,14 +203,10 @@ def _variant(name: str, engine_call: Optional[dict]) -> dict:
     return VARIANTS[name]
 
 
-def configs_run(batch, topk, heads, dev, config=None, engine_call=None):
-    """The tile configs the wrapper runs for the main cache and, in the engine's call form with a
-    compressed cache, for that cache (else None): ``config`` when given, else each cache's own pick."""
-    arch = device_arch(dev)
-    cfg = config or choose_config(batch, topk, heads, arch)
-    extra_topk = (engine_call or {}).get("extra_topk")
-    extra_cfg = (config or choose_config(batch, extra_topk, heads, arch)) if extra_topk is not None else None
-    return cfg, extra_cfg
+def configs_run(batch, topk, heads, dev, config=None, engine_call=None, num_splits=None):
+    """The plan (``tiles.CallPlan``) the wrapper runs: in the engine's call form with a compressed cache
+    (``engine_call``), both caches; ``config`` / ``num_splits`` as the wrapper's overrides."""
+    return device_plan(batch, topk, heads, dev, (engine_call or {}).get("extra_topk"), num_splits, config)
 
 
 def run_check(
@@ -237,16 +233,18 @@ def run_check(
     for i, name in enumerate(variants):
         case = make_case(batch, topk, heads, dev, seed + 1000 * i, **_variant(name, engine_call))
         res = check_case(case, with_upstream=with_upstream, num_splits=num_splits, config=config)
-        res["splits"] = smd.plan_splits(batch, topk, heads, dev, num_splits)
+        extra_topk = case["extra_indices"].shape[-1] if case["extra_indices"] is not None else None
+        res["splits"] = device_plan(batch, topk, heads, dev, extra_topk, num_splits, config).splits
         results[name] = res
-    cfg, extra_cfg = configs_run(batch, topk, heads, dev, config, engine_call)
+    plan = configs_run(batch, topk, heads, dev, config, engine_call, num_splits)
     return {
         "shape": {"batch": batch, "topk": topk, "heads": heads},
         "device": device,
         "seed": seed,
-        "config": cfg.__dict__,
-        "config_name": config_name(cfg),
-        "extra_config_name": config_name(extra_cfg) if extra_cfg is not None else None,
+        "config": plan.cfg.__dict__,
+        "config_name": config_name(plan.cfg),
+        "extra_config_name": config_name(plan.extra_cfg) if plan.extra_cfg is not None else None,
+        "fused": plan.fused,
         "thresholds": {
             "out_norm_rel": OUT_NORM_REL_MAX,
             "out_norm_rel_vs_upstream": OUT_NORM_REL_MAX_VS_UPSTREAM,

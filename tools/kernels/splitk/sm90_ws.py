@@ -142,6 +142,43 @@ if gluon is not None:
                      gl.expand_dims(valid, 1) & gl.expand_dims(dr >= 0, 0))  # fmt: skip
 
     @gluon.jit
+    def _ws_load_idx(idx_ptr, x_idx_ptr, t, end, n_main, p_main, HAS_EXTRA: gl.constexpr):
+        """Indices at row positions ``t``, -1 past ``end``. With an extra cache the row is the main cache's
+        ``n_main`` tokens padded to ``p_main`` (a whole number of tiles), then the extra cache's from its 0."""
+        if HAS_EXTRA:
+            main = gl.load(idx_ptr + t, mask=(t < end) & (t < n_main), other=-1)
+            extra = gl.load(x_idx_ptr + (t - p_main), mask=(t < end) & (t >= p_main), other=-1)
+            idx = gl.where(t < p_main, main, extra)
+        else:
+            idx = gl.load(idx_ptr + t, mask=t < end, other=-1)
+        return idx
+
+    @gluon.jit
+    def _ws_issue(raw_s, sc_s, u8_ptr, x_u8_ptr, idx, t, end, slot, in_main, PAGE_SIZE: gl.constexpr, page_bytes,
+                  scale_section_off, X_PAGE_SIZE: gl.constexpr, x_page_bytes, x_scale_section_off,
+                  HAS_EXTRA: gl.constexpr):  # fmt: skip
+        """``_ws_issue_half`` from the cache the half lies in (``in_main``: a tile is wholly in one cache)."""
+        if HAS_EXTRA:
+            if in_main:
+                _ws_issue_half(raw_s, sc_s, u8_ptr, idx, t, end, slot, PAGE_SIZE, page_bytes, scale_section_off)
+            else:
+                _ws_issue_half(raw_s, sc_s, x_u8_ptr, idx, t, end, slot, X_PAGE_SIZE, x_page_bytes, x_scale_section_off)
+        else:
+            _ws_issue_half(raw_s, sc_s, u8_ptr, idx, t, end, slot, PAGE_SIZE, page_bytes, scale_section_off)
+
+    @gluon.jit
+    def _ws_rope(kv, bf16_ptr, x_bf16_ptr, idx, t, end, in_main, PAGE_SIZE: gl.constexpr, page_bytes,
+                 X_PAGE_SIZE: gl.constexpr, x_page_bytes, HAS_EXTRA: gl.constexpr):  # fmt: skip
+        """``_ws_issue_rope`` from the cache the half lies in (as ``_ws_issue``)."""
+        if HAS_EXTRA:
+            if in_main:
+                _ws_issue_rope(kv, bf16_ptr, idx, t, end, PAGE_SIZE, page_bytes)
+            else:
+                _ws_issue_rope(kv, x_bf16_ptr, idx, t, end, X_PAGE_SIZE, x_page_bytes)
+        else:
+            _ws_issue_rope(kv, bf16_ptr, idx, t, end, PAGE_SIZE, page_bytes)
+
+    @gluon.jit
     def _ws_dequant_half(raw_s, sc_s, kv, slot, BATCH: gl.constexpr):
         """Ring slot ``slot`` (32 tokens, raw fp8 and scale bytes) -> dims 0..447 of ``kv`` ([32, 512] bf16):
         fp8 x 2^(scale - 127), exact in bf16. Each thread reads back the nope chunks it copied. BATCH (1,
@@ -189,21 +226,25 @@ if gluon is not None:
     @gluon.jit
     def _ws_produce(kv_s, raw_s, sc_s, bias_s, full_bars, empty_bars, cache_u8_ptr, cache_bf16_ptr, idx_ptr,
                     start, end, n_tiles, PAGE_SIZE: gl.constexpr, page_bytes, scale_section_off, BATCH: gl.constexpr,
-                    ABLATE: gl.constexpr):  # fmt: skip
+                    ABLATE: gl.constexpr, x_u8_ptr, x_bf16_ptr, x_idx_ptr, X_PAGE_SIZE: gl.constexpr, x_page_bytes,
+                    x_scale_section_off, n_main, p_main, HAS_EXTRA: gl.constexpr):  # fmt: skip
         """The producer warpgroup. The raw bytes of each 32-token half tile arrive by cp.async in a
         two-slot ring, requested two halves ahead (so a half's gather overlaps the dequantization of the
         one before); once tile i's ring stage is empty, its rope values are copied straight into place,
         both halves are dequantized into it, its validity is written as a 0 / -inf bias, and it is marked
         full. Pending copy groups are always (oldest first) half h, then the next two requests, so
-        ``wait_group(2)`` is "half h has landed". Invalid and out-of-range tokens are zero, never read."""
+        ``wait_group(2)`` is "half h has landed". Invalid and out-of-range tokens are zero, never read.
+        With an extra cache (HAS_EXTRA) each tile is read from the cache its row positions lie in (see
+        ``_ws_load_idx``)."""
         deq: gl.constexpr = gl.BlockedLayout([1, 16], [8, 4], [4, 1], [1, 0])
         STAGES: gl.constexpr = kv_s.type.shape[0]
         BLOCK_T: gl.constexpr = kv_s.type.shape[1]
         ar = gl.arange(0, 32, layout=gl.SliceLayout(1, deq))
         t_a = start + ar
         t_b = start + 32 + ar
-        idx_a = gl.load(idx_ptr + t_a, mask=t_a < end, other=-1)
-        idx_b = gl.load(idx_ptr + t_b, mask=t_b < end, other=-1)
+        idx_a = _ws_load_idx(idx_ptr, x_idx_ptr, t_a, end, n_main, p_main, HAS_EXTRA)
+        idx_b = _ws_load_idx(idx_ptr, x_idx_ptr, t_b, end, n_main, p_main, HAS_EXTRA)
+        pos = start  # the current tile's first row position
         n_copied = n_tiles
         if ABLATE == 1:  # a timing probe: the stages go round with no gather or dequantization
             n_copied = 0
@@ -211,29 +252,35 @@ if gluon is not None:
                 _gl_mbarrier.wait(empty_bars.index(i % STAGES), ((i // STAGES) & 1) ^ 1)
                 _gl_mbarrier.arrive(full_bars.index(i % STAGES), count=1)
         else:
-            _ws_issue_half(raw_s, sc_s, cache_u8_ptr, idx_a, t_a, end, 0, PAGE_SIZE, page_bytes, scale_section_off)
-            _ws_issue_half(raw_s, sc_s, cache_u8_ptr, idx_b, t_b, end, 1, PAGE_SIZE, page_bytes, scale_section_off)
+            _ws_issue(raw_s, sc_s, cache_u8_ptr, x_u8_ptr, idx_a, t_a, end, 0, pos < p_main, PAGE_SIZE, page_bytes,
+                      scale_section_off, X_PAGE_SIZE, x_page_bytes, x_scale_section_off, HAS_EXTRA)  # fmt: skip
+            _ws_issue(raw_s, sc_s, cache_u8_ptr, x_u8_ptr, idx_b, t_b, end, 1, pos < p_main, PAGE_SIZE, page_bytes,
+                      scale_section_off, X_PAGE_SIZE, x_page_bytes, x_scale_section_off, HAS_EXTRA)  # fmt: skip
         for i in range(n_copied):
             stage = i % STAGES
-            idx_na = gl.load(idx_ptr + t_a + BLOCK_T, mask=t_a + BLOCK_T < end, other=-1)  # the next requests'
-            idx_nb = gl.load(idx_ptr + t_b + BLOCK_T, mask=t_b + BLOCK_T < end, other=-1)
+            idx_na = _ws_load_idx(idx_ptr, x_idx_ptr, t_a + BLOCK_T, end, n_main, p_main, HAS_EXTRA)  # the next requests'
+            idx_nb = _ws_load_idx(idx_ptr, x_idx_ptr, t_b + BLOCK_T, end, n_main, p_main, HAS_EXTRA)
+            in_main = pos < p_main
+            next_in_main = pos + BLOCK_T < p_main
             _gl_mbarrier.wait(empty_bars.index(stage), ((i // STAGES) & 1) ^ 1)
             kv = kv_s.index(stage)
-            _ws_issue_rope(kv.slice(0, 32, dim=0), cache_bf16_ptr, idx_a, t_a, end, PAGE_SIZE, page_bytes)
-            _ws_issue_rope(kv.slice(32, 32, dim=0), cache_bf16_ptr, idx_b, t_b, end, PAGE_SIZE, page_bytes)
+            _ws_rope(kv.slice(0, 32, dim=0), cache_bf16_ptr, x_bf16_ptr, idx_a, t_a, end, in_main, PAGE_SIZE, page_bytes,
+                     X_PAGE_SIZE, x_page_bytes, HAS_EXTRA)  # fmt: skip
+            _ws_rope(kv.slice(32, 32, dim=0), cache_bf16_ptr, x_bf16_ptr, idx_b, t_b, end, in_main, PAGE_SIZE, page_bytes,
+                     X_PAGE_SIZE, x_page_bytes, HAS_EXTRA)  # fmt: skip
             _gl_async_copy.commit_group()
             _gl_async_copy.wait_group(2)  # pending: half 2i, half 2i+1, rope(i)
             _gl_cta_barrier()
             _ws_dequant_half(raw_s, sc_s, kv.slice(0, 32, dim=0), 0, BATCH)
             _gl_cta_barrier()  # slot 0 is read: refill it
-            _ws_issue_half(raw_s, sc_s, cache_u8_ptr, idx_na, t_a + BLOCK_T, end, 0, PAGE_SIZE, page_bytes,
-                           scale_section_off)  # fmt: skip
+            _ws_issue(raw_s, sc_s, cache_u8_ptr, x_u8_ptr, idx_na, t_a + BLOCK_T, end, 0, next_in_main, PAGE_SIZE,
+                      page_bytes, scale_section_off, X_PAGE_SIZE, x_page_bytes, x_scale_section_off, HAS_EXTRA)  # fmt: skip
             _gl_async_copy.wait_group(2)  # pending: half 2i+1, rope(i), half 2i+2
             _gl_cta_barrier()
             _ws_dequant_half(raw_s, sc_s, kv.slice(32, 32, dim=0), 1, BATCH)
             _gl_cta_barrier()
-            _ws_issue_half(raw_s, sc_s, cache_u8_ptr, idx_nb, t_b + BLOCK_T, end, 1, PAGE_SIZE, page_bytes,
-                           scale_section_off)  # fmt: skip
+            _ws_issue(raw_s, sc_s, cache_u8_ptr, x_u8_ptr, idx_nb, t_b + BLOCK_T, end, 1, next_in_main, PAGE_SIZE,
+                      page_bytes, scale_section_off, X_PAGE_SIZE, x_page_bytes, x_scale_section_off, HAS_EXTRA)  # fmt: skip
             _gl_async_copy.wait_group(2)  # pending: rope(i), half 2i+2, half 2i+3
             bias = bias_s.index(stage)
             bias.slice(0, 32).store(gl.where((idx_a >= 0) & (t_a < end), 0.0, float("-inf")))
@@ -245,29 +292,37 @@ if gluon is not None:
             idx_b = idx_nb
             t_a = t_a + BLOCK_T
             t_b = t_b + BLOCK_T
+            pos = pos + BLOCK_T
         _gl_async_copy.wait_group(0)
 
     # Worker partitions take one argument list; each picks its part.
     @gluon.jit
     def _ws_consumer_lo(q_s, kv_s, raw_s, sc_s, bias_s, full_bars, empty_bars, cache_u8_ptr, cache_bf16_ptr, idx_ptr,
                         o_part_ptr, lse_part_ptr, start, end, n_tiles, qk_scale_log2, PAGE_SIZE: gl.constexpr, page_bytes,
-                        scale_section_off, slot_base, heads, hb, BATCH: gl.constexpr, ABLATE: gl.constexpr):  # fmt: skip
+                        scale_section_off, slot_base, heads, hb, BATCH: gl.constexpr, ABLATE: gl.constexpr, x_u8_ptr,
+                        x_bf16_ptr, x_idx_ptr, X_PAGE_SIZE: gl.constexpr, x_page_bytes, x_scale_section_off, n_main,
+                        p_main, HAS_EXTRA: gl.constexpr):  # fmt: skip
         _ws_consume(q_s, kv_s, bias_s, full_bars, empty_bars, o_part_ptr, lse_part_ptr, n_tiles, qk_scale_log2,
                     slot_base, heads, hb, 0, ABLATE)  # fmt: skip
 
     @gluon.jit
     def _ws_consumer_hi(q_s, kv_s, raw_s, sc_s, bias_s, full_bars, empty_bars, cache_u8_ptr, cache_bf16_ptr, idx_ptr,
                         o_part_ptr, lse_part_ptr, start, end, n_tiles, qk_scale_log2, PAGE_SIZE: gl.constexpr, page_bytes,
-                        scale_section_off, slot_base, heads, hb, BATCH: gl.constexpr, ABLATE: gl.constexpr):  # fmt: skip
+                        scale_section_off, slot_base, heads, hb, BATCH: gl.constexpr, ABLATE: gl.constexpr, x_u8_ptr,
+                        x_bf16_ptr, x_idx_ptr, X_PAGE_SIZE: gl.constexpr, x_page_bytes, x_scale_section_off, n_main,
+                        p_main, HAS_EXTRA: gl.constexpr):  # fmt: skip
         _ws_consume(q_s, kv_s, bias_s, full_bars, empty_bars, o_part_ptr, lse_part_ptr, n_tiles, qk_scale_log2,
                     slot_base, heads, hb, 1, ABLATE)  # fmt: skip
 
     @gluon.jit
     def _ws_producer(q_s, kv_s, raw_s, sc_s, bias_s, full_bars, empty_bars, cache_u8_ptr, cache_bf16_ptr, idx_ptr,
                      o_part_ptr, lse_part_ptr, start, end, n_tiles, qk_scale_log2, PAGE_SIZE: gl.constexpr, page_bytes,
-                     scale_section_off, slot_base, heads, hb, BATCH: gl.constexpr, ABLATE: gl.constexpr):  # fmt: skip
+                     scale_section_off, slot_base, heads, hb, BATCH: gl.constexpr, ABLATE: gl.constexpr, x_u8_ptr,
+                     x_bf16_ptr, x_idx_ptr, X_PAGE_SIZE: gl.constexpr, x_page_bytes, x_scale_section_off, n_main,
+                     p_main, HAS_EXTRA: gl.constexpr):  # fmt: skip
         _ws_produce(kv_s, raw_s, sc_s, bias_s, full_bars, empty_bars, cache_u8_ptr, cache_bf16_ptr, idx_ptr,
-                    start, end, n_tiles, PAGE_SIZE, page_bytes, scale_section_off, BATCH, ABLATE)  # fmt: skip
+                    start, end, n_tiles, PAGE_SIZE, page_bytes, scale_section_off, BATCH, ABLATE, x_u8_ptr, x_bf16_ptr,
+                    x_idx_ptr, X_PAGE_SIZE, x_page_bytes, x_scale_section_off, n_main, p_main, HAS_EXTRA)  # fmt: skip
 
     @gluon.jit
     def _split_kernel_ws(
@@ -291,6 +346,15 @@ if gluon is not None:
         stride_qb,
         stride_qh,
         stride_ib,
+        x_cache_u8_ptr,
+        x_cache_bf16_ptr,
+        x_indices_ptr,
+        x_topk_len_ptr,
+        X_PAGE_SIZE: gl.constexpr,
+        x_page_bytes,
+        x_scale_section_off,
+        x_topk,
+        stride_xb,
         HAS_TOPK_LEN: gl.constexpr,
         BLOCK_T: gl.constexpr,
         STAGES: gl.constexpr,
@@ -298,6 +362,8 @@ if gluon is not None:
         PRODUCER_REGS: gl.constexpr,
         BATCH: gl.constexpr,
         ABLATE: gl.constexpr,
+        HAS_EXTRA: gl.constexpr,
+        HAS_X_TOPK_LEN: gl.constexpr,
     ):
         """``_split_kernel`` for Hopper, warp-specialized (launch with ``num_warps=4``: the default
         partition is the first consumer; two more warpgroups are the second consumer and the producer).
@@ -308,7 +374,12 @@ if gluon is not None:
         Shared memory: Q 64 KB, the bf16 ring (64 KB a 64-token stage), the raw ring (two 32-token
         slots, 32 KB) and the barriers. PAGE_SIZE is a compile-time constant (its division and modulo
         are on the producer's path); ABLATE 1 / 2 idles the producer / consumers (timing probes).
-        BLOCK_T must be 64 (two 32-token halves a tile) and the launch needs ``maxnreg=WS_MAXNREG``."""
+        BLOCK_T must be 64 (two 32-token halves a tile) and the launch needs ``maxnreg=WS_MAXNREG``.
+
+        HAS_EXTRA: the two-cache call in one launch. A row is then the main cache's valid tokens, padded to
+        whole tiles, followed by the extra cache's (``x_*``: its cache, indices, lengths and page layout),
+        and ``num_splits`` splits cut that row: one softmax over both caches' tokens, as merging the two
+        by LSE gives, with no split idle on a short cache."""
         hb = gl.program_id(0)
         split = gl.program_id(1)
         b = gl.program_id(2).to(gl.int64)
@@ -316,11 +387,20 @@ if gluon is not None:
         if HAS_TOPK_LEN:
             n_valid = gl.minimum(gl.load(topk_len_ptr + b).to(gl.int32), topk)
         n_valid = gl.maximum(n_valid, 0)
+        n_main = n_valid
+        p_main = n_valid
+        if HAS_EXTRA:
+            n_x = x_topk
+            if HAS_X_TOPK_LEN:
+                n_x = gl.minimum(gl.load(x_topk_len_ptr + b).to(gl.int32), x_topk)
+            p_main = gl.cdiv(n_main, BLOCK_T) * BLOCK_T
+            n_valid = p_main + gl.maximum(n_x, 0)
         per_split = gl.cdiv(gl.cdiv(n_valid, num_splits), BLOCK_T) * BLOCK_T
         start = split * per_split
         end = gl.minimum(start + per_split, n_valid)
         n_tiles = gl.cdiv(gl.maximum(end - start, 0), BLOCK_T)
         idx_ptr = indices_ptr + b * stride_ib
+        x_idx_ptr = x_indices_ptr + b * stride_xb
         slot_base = (b * total_splits + split_offset + split) * heads
 
         kv_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
@@ -344,6 +424,7 @@ if gluon is not None:
         _gl_fence_async_shared()
         args = (q_s, kv_s, raw_s, sc_s, bias_s, full_bars, empty_bars, cache_u8_ptr, cache_bf16_ptr, idx_ptr,
                 o_part_ptr, lse_part_ptr, start, end, n_tiles, qk_scale_log2, PAGE_SIZE, page_bytes,
-                scale_section_off, slot_base, heads, hb, BATCH, ABLATE)  # fmt: skip
+                scale_section_off, slot_base, heads, hb, BATCH, ABLATE, x_cache_u8_ptr, x_cache_bf16_ptr, x_idx_ptr,
+                X_PAGE_SIZE, x_page_bytes, x_scale_section_off, n_main, p_main, HAS_EXTRA)  # fmt: skip
         gl.warp_specialize([(_ws_consumer_lo, args), (_ws_consumer_hi, args), (_ws_producer, args)], [4, 4],
                            [CONSUMER_REGS, PRODUCER_REGS])  # fmt: skip

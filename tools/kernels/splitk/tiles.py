@@ -77,14 +77,8 @@ HOPPER_MEDIUM_TOKENS = 4096
 # benchmarks/results/grid-20261202 (the shipped call against rewrite_one_stream, the same configs on one
 # stream): 1.21-1.56x at B <= 4 (SMALL window), 0.99-1.32x at B = 8 and 0.98-1.12x at B 16-32 (MEDIUM);
 # at B >= 48 both caches run LARGE_WS, each launch fills the chip, and the call keeps one stream.
+# (Where the joined row picks LARGE_WS, Hopper fuses the two launches into one instead: ``fuses``.)
 BESIDE_CONFIGS = (SMALL, MEDIUM)
-
-
-def runs_beside(cfg: KernelConfig, device: torch.device) -> bool:
-    """Whether the two-cache call, its main cache on tile config ``cfg``, runs the extra cache's split launch
-    on a second stream beside the main cache's (see BESIDE_CONFIGS); never on the CPU or under the
-    interpreter (no streams)."""
-    return device.type == "cuda" and not _interpreting() and cfg in BESIDE_CONFIGS
 
 
 _SIDE_STREAMS: dict[int, "torch.cuda.Stream"] = {}
@@ -133,7 +127,8 @@ _PARTIAL_COST_TILES = 2.0
 
 
 @functools.lru_cache(maxsize=1024)
-def choose_num_splits(batch: int, topk: int, heads: int, sm_count: int, arch: Optional[int] = None) -> int:
+def choose_num_splits(batch: int, topk: int, heads: int, sm_count: int, arch: Optional[int] = None,
+                      cfg: Optional[KernelConfig] = None) -> int:
     """Split count for the top-k dimension (per cache), for the tile shape ``choose_config`` picks.
 
     Minimises the modelled time ``waves * (tiles per split + partial cost)``, where
@@ -141,9 +136,10 @@ def choose_num_splits(batch: int, topk: int, heads: int, sm_count: int, arch: Op
     splits`` (twice that when the output dims are halved): enough splits to put a program on every
     SM, without a last wave that is mostly empty, and without splits so thin that writing and
     merging their float32 partials outweighs the tiles they share. Ties go to fewer splits. Never
-    fewer than the config's ``min_tiles_per_split`` tiles a split, nor more than MAX_SPLITS splits. ``arch`` as for ``choose_config``.
+    fewer than the config's ``min_tiles_per_split`` tiles a split, nor more than MAX_SPLITS splits. ``arch`` as for
+    ``choose_config``; ``cfg`` a config other than its pick (the fused launch forced below its regime).
     """
-    cfg = choose_config(batch, topk, heads, arch)
+    cfg = cfg or choose_config(batch, topk, heads, arch)
     head_blocks = triton.cdiv(heads, cfg.block_h) * (2 if cfg.d_halves else 1)
     tiles = max(1, triton.cdiv(topk, cfg.block_t))
     slots = max(1, sm_count * cfg.programs_per_sm)
@@ -193,9 +189,69 @@ def plan_splits(batch, topk, heads, device, num_splits=None) -> int:
     return choose_num_splits(batch, topk, heads, _sm_count(device), device_arch(device))
 
 
-def workspace_shape(batch, heads, topk, device, num_splits=None, extra_topk=None) -> int:
+@dataclasses.dataclass(frozen=True)
+class CallPlan:
+    """How the wrapper runs one call: each cache's tile config and split count, and how the two-cache
+    call's caches are launched (``fused``: one launch over the joined row; ``beside``: two launches, the
+    extra cache's on a second stream; neither: two launches in series)."""
+
+    cfg: KernelConfig
+    splits: int
+    extra_cfg: Optional[KernelConfig] = None
+    extra_splits: int = 0
+    fused: bool = False
+    beside: bool = False
+
+    @property
+    def total(self) -> int:
+        """Partials a row writes (the workspace's split dimension), both caches."""
+        return self.splits + self.extra_splits
+
+
+def joined_width(topk: int, extra_topk: int, block_t: int = 64) -> int:
+    """Token positions of the fused two-cache row: the main cache's width padded to whole tiles, then the
+    extra cache's (``_split_kernel_ws`` with HAS_EXTRA)."""
+    return triton.cdiv(topk, block_t) * block_t + extra_topk
+
+
+def fuses(batch: int, topk: int, extra_topk: int, heads: int, arch: Optional[int]) -> bool:
+    """Whether the two-cache call runs as one launch: where the joined row picks LARGE_WS (Hopper, work
+    of both caches above HOPPER_MEDIUM_TOKENS), the one kernel that reads two caches in one launch."""
+    return choose_config(batch, joined_width(topk, extra_topk), heads, arch) is LARGE_WS
+
+
+def plan_call(batch, topk, heads, arch, sms, extra_topk=None, num_splits=None, config=None, fused=None) -> CallPlan:
+    """The wrapper's plan of one call on a device of compute capability ``arch`` (None: the CPU or the
+    interpreter) with ``sms`` SMs. ``config`` / ``num_splits`` (the sweeps' overrides) serve each cache;
+    ``fused`` forces the two-cache call's launch form (None: ``fuses``; True: LARGE_WS over the joined row
+    at any work, on Hopper only: the grid's probe of the rule)."""
+    def splits_of(width):
+        return int(num_splits) if num_splits is not None else choose_num_splits(batch, width, heads, sms, arch)
+
+    if num_splits is not None and num_splits < 1:
+        raise ValueError("num_splits must be >= 1")
+    if extra_topk is None:
+        return CallPlan(config or choose_config(batch, topk, heads, arch), splits_of(topk))
+    if fused is None:
+        fused = config in (None, LARGE_WS) and fuses(batch, topk, extra_topk, heads, arch)
+    if fused:
+        if arch != SM90_ARCH or gluon is None or config not in (None, LARGE_WS):
+            raise ValueError("a fused two-cache launch runs LARGE_WS only (compute capability 9.0, Gluon)")
+        joined = joined_width(topk, extra_topk)
+        splits = int(num_splits) if num_splits is not None else choose_num_splits(batch, joined, heads, sms, arch, LARGE_WS)
+        return CallPlan(LARGE_WS, splits, LARGE_WS, 0, fused=True)
+    cfg = config or choose_config(batch, topk, heads, arch)
+    # each cache on its own width's config, as its split count: the window's would be a small-work one
+    extra_cfg = config or choose_config(batch, extra_topk, heads, arch)
+    return CallPlan(cfg, splits_of(topk), extra_cfg, splits_of(extra_topk),
+                    beside=arch is not None and cfg in BESIDE_CONFIGS)  # fmt: skip
+
+
+def device_plan(batch, topk, heads, device, extra_topk=None, num_splits=None, config=None, fused=None) -> CallPlan:
+    """``plan_call`` for a torch device, as the wrapper plans on it."""
+    return plan_call(batch, topk, heads, device_arch(device), _sm_count(device), extra_topk, num_splits, config, fused)
+
+
+def workspace_shape(batch, heads, topk, device, num_splits=None, extra_topk=None, config=None, fused=None) -> int:
     """Total split count (both caches) the wrapper will use, for sizing a workspace."""
-    total = plan_splits(batch, topk, heads, device, num_splits)
-    if extra_topk is not None:
-        total += plan_splits(batch, extra_topk, heads, device, num_splits)
-    return total
+    return device_plan(batch, topk, heads, device, extra_topk, num_splits, config, fused).total

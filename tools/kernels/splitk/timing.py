@@ -66,7 +66,7 @@ def run_bench(batch, topk, heads, seed, with_upstream, num_splits, config=None, 
     else:
         case = make_case(batch, topk, heads, dev, seed, topk_length=False)
     args = _call_args(case)
-    cfg, extra_cfg = configs_run(batch, topk, heads, dev, config, engine_call)
+    plan = configs_run(batch, topk, heads, dev, config, engine_call, num_splits)
     out = torch.empty(batch, 1, heads, dsv4_cache.HEAD_DIM, dtype=torch.bfloat16, device=dev)
     lse = torch.empty(batch, heads, dtype=torch.float32, device=dev)
 
@@ -77,10 +77,11 @@ def run_bench(batch, topk, heads, seed, with_upstream, num_splits, config=None, 
     result = {
         "shape": {"batch": batch, "topk": topk, "heads": heads},
         "engine_call": engine_call,
-        "config": cfg.__dict__,
-        "config_name": config_name(cfg),
-        "extra_config_name": config_name(extra_cfg) if extra_cfg is not None else None,
-        "splits": smd.plan_splits(batch, topk, heads, dev, num_splits),
+        "config": plan.cfg.__dict__,
+        "config_name": config_name(plan.cfg),
+        "extra_config_name": config_name(plan.extra_cfg) if plan.extra_cfg is not None else None,
+        "splits": plan.splits,
+        "fused": plan.fused,
         "rewrite_graph_us": statistics.median(samples),
         "rewrite_do_bench_us": do_bench_us(ours),
         "rewrite_samples_us": samples,
