@@ -8,7 +8,7 @@
     traces.rank_times()         # window, busy and idle time per rank
     traces.time_by_operation()  # kernel time by launching operation (``trace --by-op``)
 
-    run = Run("runs/examples/dsv4-flash-h200-20261202")
+    run = Run("runs/examples/dsv4-flash-h200-20261202b")
     run.levers()                # the lever sweep: tok/s, ratio to the baseline and its interval, verdict
     run.findings()              # one row per step's finding; run.numbers(): every number they state
 

@@ -1,9 +1,10 @@
-"""The committed H200 grid of the split-K kernel (benchmarks/results/grid-20261202/): every cell of the
+"""The committed H200 grid of the split-K kernel (benchmarks/results/grid-20261202b/): every cell of the
 grid with its raw samples, medians and speedups that follow from them, the machine, versions and
-revision named, the probes of the replaced dispatches checked before they were timed; the matrix
-(clustered variant included) passing; the previous grid's per-cache probe (grid-20261201) complete;
-the docs and README quoting the tables and counts as measured. And the index patterns the grid draws: deterministic, inside
-each row's context, and clustered only where they should be."""
+revision named, the launch form the rule did not pick timed at every two-cache cell, checked before it was
+timed; the matrix (clustered variant included) passing; the grids before (grid-20261202's probes of the
+dispatches it replaced, grid-20261201's per-cache probe) complete; the docs and README quoting the tables
+and counts as measured. And the index patterns the grid draws: deterministic, inside each row's context,
+and clustered only where they should be."""
 
 from __future__ import annotations
 
@@ -21,9 +22,11 @@ from conftest import ROOT
 
 from tools.kernels import topk_patterns
 
-RESULTS = ROOT / "benchmarks" / "results" / "grid-20261202"
-PREVIOUS = ROOT / "benchmarks" / "results" / "grid-20261201"  # the grid before the two-cache dispatch changed
-PROBES = ("rewrite_one_stream", "rewrite_window_cfg")
+RESULTS = ROOT / "benchmarks" / "results" / "grid-20261202b"
+BEFORE = ROOT / "benchmarks" / "results" / "grid-20261202"  # two launches: the grid before the fused launch
+PREVIOUS = ROOT / "benchmarks" / "results" / "grid-20261201"  # the grid before each cache got its own config
+PROBES = ("rewrite_two_launches", "rewrite_fused")  # the launch form the rule did not pick
+BEFORE_PROBES = ("rewrite_one_stream", "rewrite_window_cfg")
 IMPLS = ("rewrite", "flashmla", "upstream")
 
 
@@ -67,16 +70,19 @@ def test_grid_holds_every_cell_with_its_samples_and_derived_numbers(grid_run):
     assert set(cells) == expected and len(grid["cells"]) == len(expected) and grid["skipped"] == []
     for cell in cells.values():
         two = cell["form"] == "two_cache"
-        # the window-config probe exists where that config differs from the compressed cache's own
-        probes = PROBES if two and cell["extra_config"] != cell["config"] else PROBES[:1] if two else ()
-        assert [p for p in PROBES if p in cell] == list(probes)
+        # the rule, recomputed: one launch where the joined row's work is LARGE_WS's (Hopper: above 4096)
+        fused = two and cell["batch"] * (128 + cell["topk"]) > 4096
+        probes = (PROBES[0],) if fused else (PROBES[1],) if two else ()
+        assert cell.get("fused", False) is fused and [p for p in PROBES if p in cell] == list(probes)
         for name in IMPLS + probes:
             _check_timing(cell[name])
             assert cell[name]["TFLOPs"] == pytest.approx(cell["flops"] / cell[name]["warm_us"] / 1e6)
         if two:
             assert set(cell["probe_checks"]) == set(probes) and all(c["ok"] for c in cell["probe_checks"].values())
-            # the shipped call ran the window beside the compressed cache exactly where today's rule says so
-            assert cell["streams"] == (2 if cell["config"] in ("small", "medium") else 1)
+            # two launches side by side exactly where the window's config is a small-work one and not fused
+            assert cell["streams"] == (2 if not fused and cell["config"] in ("small", "medium") else 1)
+            if fused:
+                assert (cell["config"], cell["extra_config"], cell["extra_splits"]) == ("large_ws", "large_ws", 0)
         floor = max(cell["bytes"] / (ceil["copy_GBps"] * 1e3), cell["flops"] / (ceil["bf16_matmul_TFLOPs"] * 1e6))
         assert cell["floor_us"] == pytest.approx(floor)
         for name in ("flashmla", "upstream"):
@@ -85,8 +91,22 @@ def test_grid_holds_every_cell_with_its_samples_and_derived_numbers(grid_run):
         assert cell["flashmla_faster"] is (min(cell["speedup_vs_flashmla_warm"], cell["speedup_vs_flashmla_cold"]) < 1.0)
 
 
-def test_matrix_covers_every_shape_with_the_clustered_variant_and_passes():
-    run = json.loads((RESULTS / "sparse_mla_decode_matrix.json").read_text())
+def test_the_grid_before_timed_the_dispatches_it_replaced_checked_first():
+    """grid-20261202 (two launches, cb4db5a): its probes of the dispatches before it, at every two-cache cell."""
+    for cell in json.loads((BEFORE / "sparse_mla_decode_grid.json").read_text())["grid"]["cells"]:
+        if cell["form"] != "two_cache":
+            continue
+        probes = BEFORE_PROBES if cell["extra_config"] != cell["config"] else BEFORE_PROBES[:1]
+        assert [p for p in BEFORE_PROBES if p in cell] == list(probes)
+        assert set(cell["probe_checks"]) == set(probes) and all(c["ok"] for c in cell["probe_checks"].values())
+        for name in IMPLS + probes:
+            _check_timing(cell[name])
+        assert cell["streams"] == (2 if cell["config"] in ("small", "medium") else 1)
+
+
+@pytest.mark.parametrize("folder", [RESULTS, BEFORE])
+def test_matrix_covers_every_shape_with_the_clustered_variant_and_passes(folder):
+    run = json.loads((folder / "sparse_mla_decode_matrix.json").read_text())
     shapes = {(m["shape"]["batch"], m["shape"]["topk"], m["shape"]["heads"]) for m in run["matrix"]}
     assert shapes == set(itertools.product((1, 3, 16, 64), (128, 512, 2048), (16, 64)))
     for entry in run["matrix"]:
@@ -177,12 +197,15 @@ def test_readme_quotes_the_grids_counts_as_measured(grid_run):
     at_12 = sum(min(c["speedup_vs_flashmla_warm"], c["speedup_vs_flashmla_cold"]) >= 1.2 for c in cells)
     median_two = statistics.median(c["speedup_vs_flashmla_warm"] for c in two)
     median_one = statistics.median(c["speedup_vs_flashmla_warm"] for c in one)
-    window = [c["rewrite_window_cfg"]["warm_us"] / c["rewrite"]["warm_us"] for c in two if "rewrite_window_cfg" in c]
-    stream = [c["rewrite_one_stream"]["warm_us"] / c["rewrite"]["warm_us"] for c in two]
+    fused = [c["rewrite_two_launches"]["warm_us"] / c["rewrite"]["warm_us"] for c in two if c["fused"]]
+    kept = [c["rewrite_fused"]["warm_us"] / c["rewrite"]["warm_us"] for c in two if not c["fused"]]
     for phrase in (f"FlashMLA is faster at {sum(c['flashmla_faster'] for c in two)} of 120 cells (the rewrite's median {median_two:.2f}x",
                    f"ahead at {sum(not c['flashmla_faster'] for c in two)}:",
                    f"FlashMLA is faster at {sum(c['flashmla_faster'] for c in one)} of 120 cells (median {median_one:.2f}x",
                    f"at least 1.2x faster at {at_12} of 240 cells",
-                   f"{min(window):.2f}-{max(window):.2f}x faster than the dispatch before (median {statistics.median(window):.2f}x, at the {len(window)} cells",
-                   f"the second stream {min(stream):.2f}-{max(stream):.2f}x (faster by more than 3% at {sum(r > 1.03 for r in stream)} cells"):
+                   f"at the {len(fused)} fused cells the fused call is {min(fused):.2f}-{max(fused):.2f}x the two launches' speed "
+                   f"(median {statistics.median(fused):.2f}x; faster by more than 3% at {sum(r > 1.03 for r in fused)}, never slower by "
+                   f"more than 3%" if min(fused) > 0.97 else "never: the fused call is slower by more than 3% somewhere",
+                   f"at the {len(kept)} cells kept on two launches the forced fused call takes {min(kept):.2f}-{max(kept):.2f}x the "
+                   f"shipped call's time (longer at {sum(r > 1 for r in kept)};"):
         assert phrase in readme, phrase

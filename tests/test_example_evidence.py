@@ -17,7 +17,7 @@ from tools.kernel_source import ncu
 
 EXAMPLES = ROOT / "runs" / "examples"
 CPU = EXAMPLES / "dsv4-flash-cpu-20261202"
-H200 = EXAMPLES / "dsv4-flash-h200-20261202"
+H200 = EXAMPLES / "dsv4-flash-h200-20261202b"
 
 
 def _events(run: Path) -> list[dict]:

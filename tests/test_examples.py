@@ -11,7 +11,7 @@ from agent.rundir import RunDir
 from conftest import ROOT
 
 EXAMPLES = sorted(p for p in (ROOT / "runs" / "examples").iterdir() if (p / "log.jsonl").exists())
-H200 = ROOT / "runs" / "examples" / "dsv4-flash-h200-20261202"
+H200 = ROOT / "runs" / "examples" / "dsv4-flash-h200-20261202b"
 
 
 def _findings(run: Path) -> dict[str, dict]:
@@ -19,7 +19,7 @@ def _findings(run: Path) -> dict[str, dict]:
 
 
 def test_examples_are_shipped():
-    assert {p.name for p in EXAMPLES} >= {"dsv4-flash-h200-20261202", "dsv4-flash-cpu-20261202"}
+    assert {p.name for p in EXAMPLES} >= {"dsv4-flash-h200-20261202b", "dsv4-flash-cpu-20261202"}
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)

@@ -24,7 +24,7 @@ from conftest import ROOT
 from test_kernel_source_occupancy import DATA as NCU_DATA, NCU_FILES, ncu_metrics, number
 
 KERNELS = ROOT / "tests" / "data" / "kernel-diagnosis" / "gather_attention.py"
-H200 = ROOT / "runs" / "examples" / "dsv4-flash-h200-20261202"
+H200 = ROOT / "runs" / "examples" / "dsv4-flash-h200-20261202b"
 
 
 def _diagnosis(source, kernel, shapes, **kwargs) -> dict:

@@ -21,7 +21,7 @@ from tools.engines.reference import work
 from tools.engines.reference.spec import RankShapes
 
 CPU = ROOT / "runs" / "examples" / "dsv4-flash-cpu-20261202"
-H200 = ROOT / "runs" / "examples" / "dsv4-flash-h200-20261202"
+H200 = ROOT / "runs" / "examples" / "dsv4-flash-h200-20261202b"
 KERNEL = "_tiled_sparse_decode_kernel"
 
 

@@ -14,7 +14,7 @@ from tools import exitcodes
 from agent.runlog import read_events
 from conftest import ROOT
 
-H200 = ROOT / "runs" / "examples" / "dsv4-flash-h200-20261202"
+H200 = ROOT / "runs" / "examples" / "dsv4-flash-h200-20261202b"
 # The journal the 2026-11-30 H200 example shipped with: its levers step made other calls than the code does now.
 OLD_H200 = ROOT / "tests" / "data" / "examples-20261130" / "h200"
 

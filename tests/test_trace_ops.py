@@ -343,8 +343,9 @@ def test_a_step_replayed_on_two_streams_is_one_step_spanning_both():
     second stream, so the device shows each ProfilerStep#N once a stream; each N is one step, from its
     first range's start to its last range's end (counted per stream it read as twice the steps, and the
     round-2 window W as about half a step short)."""
-    path = (Path(__file__).parents[1] / "runs" / "examples" / "dsv4-flash-h200-20261202" / "artifacts"
-            / "86f8aadce1a1b515" / "reference_trace_b16.json.gz")
+    # kept from runs/examples/dsv4-flash-h200-20261202 (artifacts/86f8aadce1a1b515), whose two-cache call
+    # ran on two streams at B = 16 (since the fused launch, the shipped example's runs on one)
+    path = Path(__file__).parent / "data" / "two-stream-trace-20261202" / "reference_trace_b16.json.gz"
     events = _events(path)
     ranges: dict[int, list[dict]] = {}
     for e in events:

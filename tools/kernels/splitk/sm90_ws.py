@@ -379,7 +379,10 @@ if gluon is not None:
         HAS_EXTRA: the two-cache call in one launch. A row is then the main cache's valid tokens, padded to
         whole tiles, followed by the extra cache's (``x_*``: its cache, indices, lengths and page layout),
         and ``num_splits`` splits cut that row: one softmax over both caches' tokens, as merging the two
-        by LSE gives, with no split idle on a short cache."""
+        by LSE gives, with no split idle on a short cache.
+
+        Kept whole: its lines are the launch's parameter list and the shared-memory setup the three
+        partitions share; the work is in the partition functions above."""
         hb = gl.program_id(0)
         split = gl.program_id(1)
         b = gl.program_id(2).to(gl.int64)
