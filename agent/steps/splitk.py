@@ -353,7 +353,8 @@ def _tables(figures: dict[str, Any], call_rows: list[dict], step_ms: float, outp
                   columns=["call", "calls a step", "config", "splits", "compressed config", "compressed splits", "error vs float32",
                            "upstream us", "split-K us", "speedup", "share of the step", "log"], rows=call_table,
                   note="each distinct call of one decode step, in its own form (caches, sink, index widths) and "
-                       "with the configurations the wrapper chose (the window cache's, the compressed cache's); us: CUDA-graph replay medians on the box; share: "
+                       "with the configurations the wrapper chose (the window cache's, the compressed cache's; \"one launch with the window\": both "
+                       "caches in one launch, on the config and split count of their joined row); us: CUDA-graph replay medians on the box; share: "
                        "split-K us x calls a step / the split-K engine's timed step")]
 
 
