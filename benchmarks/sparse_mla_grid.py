@@ -149,6 +149,12 @@ def rewrite_call(q, inp, config=None, fused=None) -> Callable[[], object]:
     return call
 
 
+def other_launch_form(fused: bool) -> tuple[str, bool]:
+    """The probe of the two-cache launch form the rule did not pick: its column name and the ``fused`` that
+    forces it (``rewrite_call``)."""
+    return ("rewrite_two_launches", False) if fused else ("rewrite_fused", True)
+
+
 def probe_check(make: Callable, q, inp) -> dict:
     """A probe's output at one input set against the float32 reference (``check.compare``)."""
     out, lse = make(q, inp)()
@@ -244,10 +250,8 @@ def run_cell(batch, topk, pattern, form, caches, fm, fm_error, ceil, seed) -> di
         cell["fused"] = plan.fused
         cell["streams"] = 2 if plan.beside else 1
         # the launch form the rule did not pick, so the rule is held to a measurement at every cell
-        if plan.fused:
-            probes = {"rewrite_two_launches": lambda q_, s_: rewrite_call(q_, s_, fused=False)}
-        else:
-            probes = {"rewrite_fused": lambda q_, s_: rewrite_call(q_, s_, fused=True)}
+        probe, forced = other_launch_form(plan.fused)
+        probes = {probe: lambda q_, s_: rewrite_call(q_, s_, fused=forced)}
         cell["probe_checks"] = {}
         for name, make in probes.items():
             cell["probe_checks"][name] = probe_check(make, q, sets[0])
@@ -403,9 +407,8 @@ def markdown_tables(grid: dict) -> str:
 
 def _launch(cell: dict) -> str:
     """'fused (2 launches 34.0)' / '2 launches (fused 17.5)': the rule's form and the other's warm median."""
-    shipped, other, name = (("fused", "2 launches", "rewrite_two_launches") if cell.get("fused")
-                            else ("2 launches", "fused", "rewrite_fused"))  # fmt: skip
-    probe = cell.get(name, {})
+    shipped, other = ("fused", "2 launches") if cell.get("fused") else ("2 launches", "fused")
+    probe = cell.get(other_launch_form(bool(cell.get("fused")))[0], {})
     return f"{shipped} ({other} {probe['warm_us']:.1f})" if "warm_us" in probe else f"{shipped} ({other}: {probe.get('error', 'not run')})"
 
 

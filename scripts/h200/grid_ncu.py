@@ -24,29 +24,36 @@ CELLS = [(16, 1024, "clustered", "two_cache"), (128, 512, "clustered", "two_cach
          (4, 512, "clustered", "two_cache"), (64, 2048, "clustered", "one_cache")]  # fmt: skip
 
 
-def main() -> int:
+def cell_calls():
+    """(label "BxK pattern form implementation", call) for each of CELLS: the rewrite, FlashMLA and, in the
+    two-cache form, the launch form the rule did not pick."""
     import flash_mla
 
     caches = {"compressed": g.fill_cache(g.REGIONS * g.CONTEXT, g.PAGE, 11),
               "window": g.fill_cache(g.WINDOW_PAGES * g.WINDOW_PAGE, g.WINDOW_PAGE, 12),
               "sink": (torch.randn(g.HEADS) * 2.0).cuda()}  # fmt: skip
-    order = []
     for batch, topk, pattern, form in CELLS:
         inp = g.make_inputs(batch, topk, pattern, form, 5, caches)
         q = (torch.randn(batch, 1, g.HEADS, 512, device="cuda") * 0.5).to(torch.bfloat16)
         calls = {"rewrite": g.rewrite_call(q, inp), "flashmla": g.flashmla_call(flash_mla, q, inp)}
-        if form == "two_cache":  # the launch form the rule did not pick
-            fused = tiles.device_plan(batch, g.WINDOW, g.HEADS, q.device, topk).fused
-            calls["rewrite_two_launches" if fused else "rewrite_fused"] = g.rewrite_call(q, inp, fused=not fused)
+        if form == "two_cache":
+            probe, forced = g.other_launch_form(tiles.device_plan(batch, g.WINDOW, g.HEADS, q.device, topk).fused)
+            calls[probe] = g.rewrite_call(q, inp, fused=forced)
         for name, fn in calls.items():
-            fn()
-            fn()
-            torch.cuda.synchronize()
-            torch.cuda.nvtx.range_push("ncu_grid")
-            fn()
-            torch.cuda.synchronize()
-            torch.cuda.nvtx.range_pop()
-            order.append(f"{batch}x{topk} {pattern} {form} {name}")
+            yield f"{batch}x{topk} {pattern} {form} {name}", fn
+
+
+def main() -> int:
+    order = []
+    for label, fn in cell_calls():
+        fn()
+        fn()
+        torch.cuda.synchronize()
+        torch.cuda.nvtx.range_push("ncu_grid")
+        fn()
+        torch.cuda.synchronize()
+        torch.cuda.nvtx.range_pop()
+        order.append(label)
     print("\n".join(f"{i}: {o}" for i, o in enumerate(order)))
     return 0
 

@@ -12,7 +12,6 @@ median duration, as JSON on stdout.
 from __future__ import annotations
 
 import json
-import sqlite3
 import statistics
 import sys
 from pathlib import Path
@@ -25,42 +24,27 @@ CALLS_A_GRAPH, REPLAYS = 8, 5
 
 def run() -> int:
     import torch
-
-    import sparse_mla_grid as g
-    from grid_ncu import CELLS
-    from tools.kernels.splitk import tiles
-
-    import flash_mla
-
-    caches = {"compressed": g.fill_cache(g.REGIONS * g.CONTEXT, g.PAGE, 11),
-              "window": g.fill_cache(g.WINDOW_PAGES * g.WINDOW_PAGE, g.WINDOW_PAGE, 12),
-              "sink": (torch.randn(g.HEADS) * 2.0).cuda()}  # fmt: skip
     from torch.profiler import ProfilerActivity, profile, record_function
+
+    from grid_ncu import cell_calls
 
     prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
     prof.start()
-    for batch, topk, pattern, form in CELLS:
-        inp = g.make_inputs(batch, topk, pattern, form, 5, caches)
-        q = (torch.randn(batch, 1, g.HEADS, 512, device="cuda") * 0.5).to(torch.bfloat16)
-        calls = {"rewrite": g.rewrite_call(q, inp), "flashmla": g.flashmla_call(flash_mla, q, inp)}
-        if form == "two_cache":
-            fused = tiles.device_plan(batch, g.WINDOW, g.HEADS, q.device, topk).fused
-            calls["rewrite_two_launches" if fused else "rewrite_fused"] = g.rewrite_call(q, inp, fused=not fused)
-        for name, fn in calls.items():
-            for _ in range(3):
+    for label, fn in cell_calls():
+        for _ in range(3):
+            fn()
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(CALLS_A_GRAPH):
                 fn()
+        graph.replay()
+        torch.cuda.synchronize()
+        with record_function(f"timeline {label}"):
+            for _ in range(REPLAYS):
+                graph.replay()
             torch.cuda.synchronize()
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                for _ in range(CALLS_A_GRAPH):
-                    fn()
-            graph.replay()
-            torch.cuda.synchronize()
-            with record_function(f"timeline {batch}x{topk} {pattern} {form} {name}"):
-                for _ in range(REPLAYS):
-                    graph.replay()
-                torch.cuda.synchronize()
-            del graph
+        del graph
     prof.stop()
     prof.export_chrome_trace(sys.argv[1])
     return 0

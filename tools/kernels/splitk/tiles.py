@@ -225,8 +225,8 @@ def plan_call(batch, topk, heads, arch, sms, extra_topk=None, num_splits=None, c
     interpreter) with ``sms`` SMs. ``config`` / ``num_splits`` (the sweeps' overrides) serve each cache;
     ``fused`` forces the two-cache call's launch form (None: ``fuses``; True: LARGE_WS over the joined row
     at any work, on Hopper only: the grid's probe of the rule)."""
-    def splits_of(width):
-        return int(num_splits) if num_splits is not None else choose_num_splits(batch, width, heads, sms, arch)
+    def splits_of(width, cfg=None):
+        return int(num_splits) if num_splits is not None else choose_num_splits(batch, width, heads, sms, arch, cfg)
 
     if num_splits is not None and num_splits < 1:
         raise ValueError("num_splits must be >= 1")
@@ -237,9 +237,7 @@ def plan_call(batch, topk, heads, arch, sms, extra_topk=None, num_splits=None, c
     if fused:
         if arch != SM90_ARCH or gluon is None or config not in (None, LARGE_WS):
             raise ValueError("a fused two-cache launch runs LARGE_WS only (compute capability 9.0, Gluon)")
-        joined = joined_width(topk, extra_topk)
-        splits = int(num_splits) if num_splits is not None else choose_num_splits(batch, joined, heads, sms, arch, LARGE_WS)
-        return CallPlan(LARGE_WS, splits, LARGE_WS, 0, fused=True)
+        return CallPlan(LARGE_WS, splits_of(joined_width(topk, extra_topk), LARGE_WS), LARGE_WS, 0, fused=True)
     cfg = config or choose_config(batch, topk, heads, arch)
     # each cache on its own width's config, as its split count: the window's would be a small-work one
     extra_cfg = config or choose_config(batch, extra_topk, heads, arch)
