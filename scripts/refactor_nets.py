@@ -99,8 +99,13 @@ def _without_volatile(value):
 
 def run_case(args: list[str]) -> dict:
     proc = subprocess.run([sys.executable, "-m", "agent", *args], cwd=ROOT, capture_output=True, text=True, timeout=900)
-    return {"rc": proc.returncode, "stdout": _without_volatile(json.loads(_normalize(proc.stdout))) if proc.stdout.strip().startswith(("{", "["))
-            else _normalize(proc.stdout), "stderr_last": _normalize(proc.stderr.strip().splitlines()[-1]) if proc.stderr.strip() else ""}
+    return result_of(proc.returncode, proc.stdout, proc.stderr)
+
+
+def result_of(code: int, stdout: str, stderr: str) -> dict:
+    """What a case's capture holds of a command's exit code and output."""
+    return {"rc": code, "stdout": _without_volatile(json.loads(_normalize(stdout))) if stdout.strip().startswith(("{", "["))
+            else _normalize(stdout), "stderr_last": _normalize(stderr.strip().splitlines()[-1]) if stderr.strip() else ""}
 
 
 GZIP_ABOVE = 256 * 1024  # characters of a capture above which it is stored gzipped

@@ -192,7 +192,9 @@ def running() -> "Iterator[SSHD]":
     killed and removed on exit (the tests' fixture)."""
     envs = {FULL_USER: build_env("full"), BARE_USER: build_env("bare")}
     for user in envs:
-        ensure_user(user)
+        entry = ensure_user(user)
+        # each test server starts with its box users' tool caches empty (tools/gates/cache.py), as a new host has them
+        shutil.rmtree(Path(entry.pw_dir) / ".cache" / "perf-investigator" / "gates", ignore_errors=True)
     server = SSHD(Path(tempfile.mkdtemp(prefix="pi-sshd-")), envs).start()
     try:
         server.record_host_key()

@@ -2,45 +2,29 @@
 
 Every assertion is a fact read by hand in the sglang source; the comment beside it names the
 file:line (paths relative to the sglang package) where it was checked. The scan itself is one
-module-scoped run over the whole package (about half a minute on two cores).
+run over the whole package for the test session (``sglang_scan`` in conftest.py, about half a minute on
+two cores), shared with the refactor nets of tests/test_refactor_nets.py.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
-import importlib.util
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tools.gates import evaluate, fallbacks_for_kernels, scan
+from conftest import SGLANG_VERSION, sglang_root
+from tools.gates import evaluate, fallbacks_for_kernels
+from tools.gates.cache import CACHE_ENV
 
-REPO = Path(__file__).resolve().parents[1]
-SGLANG_VERSION = "0.5.23"
 SM90, SM100, SM120 = 90, 100, 120
 DC_BLACKWELL = [100, 101, 103, 107]
 ALL = [50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 107, 110, 120, 121]
 
 
-def sglang_root() -> Path:
-    spec = importlib.util.find_spec("sglang")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.fail(
-            f"sglang {SGLANG_VERSION} source is not installed; these tests read it: "
-            f"pip install --no-deps sglang=={SGLANG_VERSION}"
-        )
-    version = importlib.metadata.version("sglang")
-    if version != SGLANG_VERSION:
-        pytest.fail(f"these facts were checked in sglang {SGLANG_VERSION}; installed is {version}")
-    return Path(list(spec.submodule_search_locations)[0])
-
-
 @pytest.fixture(scope="module")
-def result():
-    return scan(sglang_root())
+def result(sglang_scan):
+    return sglang_scan
 
 
 def gate(result, file, line):
@@ -211,18 +195,24 @@ def test_every_undecided_gate_is_listed_as_unresolved(result):
     assert reasons and all("global statement" in r for r in reasons)
 
 
-def test_box_side_json_for_sm120():
+def test_box_side_json_for_sm120(sglang_scan, monkeypatch, capsys, tmp_path):
+    """The box tool's JSON (``python -m tools.gates``, as the catalog runs it), in this process so that it
+    evaluates the session's one scan of the tree; the tool as a process of its own, and its cache, are
+    tests/test_gates_cache.py's, on a small tree."""
+    import tools.gates.__main__ as box
+
     root = sglang_root()
-    proc = subprocess.run(
-        [sys.executable, "-m", "tools.gates", "--sm", "120", "--kernels", "_tiled_sparse_decode_kernel"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    out = json.loads(proc.stdout)
-    assert out["source"] == str(root) and out["engine"] == {"package": "sglang", "version": SGLANG_VERSION}
+
+    def the_sessions_scan(scanned, cuda=None):
+        assert (Path(scanned).resolve(), cuda) == (root.resolve(), None), (scanned, cuda)
+        return sglang_scan
+
+    monkeypatch.setattr(box, "scan", the_sessions_scan)
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    assert box.main(["--sm", "120", "--kernels", "_tiled_sparse_decode_kernel"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["cached"] is False and out["source"] == str(root)
+    assert out["engine"] == {"package": "sglang", "version": SGLANG_VERSION}
     rows = {(r["file"], r["line"]): r for r in out["evaluation"]}
     assert rows[("srt/layers/attention/deepseek_v4_backend.py", 4335)]["passes"] is True
     assert rows[("kernels/ops/attention/flash_mla_sm120.py", 343)]["passes"] is False

@@ -183,5 +183,6 @@ def test_compile_time_tensors_keep_their_dtype_across_many_compiles():
             _, specialization, _ = binder(p=DtypeOnlyTensor(dtype))
             if specialization[0][0] != expected:
                 wrong.append((dtype, specialization[0][0]))
-            gc.collect()  # frees the stand-in, as between two compiles
+            gc.collect(0)  # frees the stand-in, as between two compiles (the young generation: where it lives; a full
+            # collection walks the whole test session's heap, 200 times)
     assert not wrong, wrong[:5]

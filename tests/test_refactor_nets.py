@@ -6,12 +6,12 @@ re-captures (`python scripts/refactor_nets.py capture CASE`) and says why in its
 
 from __future__ import annotations
 
-import json
 import sys
+from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, sglang_root
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import refactor_nets  # noqa: E402
@@ -25,8 +25,32 @@ def test_every_case_has_a_capture_and_every_capture_a_case():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_tool_output_is_what_was_captured(name):
+def test_tool_output_is_what_was_captured(name, request, monkeypatch, capsys):
     want = refactor_nets.load_capture(name)
-    got = refactor_nets.run_case(CASES[name])
+    if name.startswith("gates-sglang-"):
+        got = _gates_over_the_sessions_scan(CASES[name], request.getfixturevalue("sglang_scan"), monkeypatch, capsys)
+    else:
+        got = refactor_nets.run_case(CASES[name])
     assert got["rc"] == want["rc"] == 0, got["stderr_last"]
     assert got["stdout"] == want["stdout"]
+
+
+def _gates_over_the_sessions_scan(args: list[str], sglang_scan, monkeypatch, capsys) -> dict:
+    """``python -m agent ARGS`` for a gate case over the installed sglang, run in this process (the same
+    argument parsing, evaluation and JSON as the command) with the scan of the tree being the session's
+    one (conftest.py ``sglang_scan``): the scan takes no SM, so the six SM and kernel cases need one scan,
+    not six. The command as a process of its own is the synthetic case's."""
+    import tools.gates.cli as gates_cli
+    from agent import cli
+
+    root = sglang_root().resolve()
+
+    def the_sessions_scan(scanned, cuda=None):
+        assert (Path(scanned).resolve(), cuda) == (root, None), (scanned, cuda)
+        return sglang_scan
+
+    monkeypatch.setattr(gates_cli, "scan", the_sessions_scan)
+    capsys.readouterr()
+    code = cli.main(args)
+    out, err = capsys.readouterr()
+    return refactor_nets.result_of(code, out, err)

@@ -1,9 +1,11 @@
 """Box-side gate scan: prints one JSON object.
 
-    python -m tools.gates --source DIR --sm N [--kernels NAME ...] [--cuda X.Y] [--env NAME=VALUE ...]
+    python -m tools.gates --source DIR --sm N [--kernels NAME ...] [--cuda X.Y] [--env NAME=VALUE ...] [--no-cache]
 
-{"tool": "gates", "source", "sm", "engine", "scan": {...}, "evaluation": [rows], "kernels": [ties]}
-Exit 0 ok, 2 bad input (one line on stderr), 1 failure.
+{"tool": "gates", "source", "sm", "engine", "scan": {...}, "evaluation": [rows], "kernels": [ties], "cached": bool}
+Exit 0 ok, 2 bad input (one line on stderr), 1 failure. The object is kept on the box by what it is
+computed from (tools/gates/cache.py): a later call with the same tree, scanner and arguments prints
+the same object with ``"cached": true`` instead of scanning again.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import time
 import traceback
 from pathlib import Path
 
+from . import cache
+from .assemble import engine_info
 from .cli import resolve_source
 from .fallbacks import fallbacks_for_kernels, tie_to_dict
 from .model import SM_VERSIONS, _jsonable
@@ -61,6 +65,7 @@ def main(argv: list | None = None) -> int:
     parser.add_argument("--cuda", default=None, help="torch.version.cuda to assume")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="evaluate with this environment variable set")
     parser.add_argument("--brief", action="store_true", help="the scan's counts instead of its full lists")
+    parser.add_argument("--no-cache", action="store_true", help="scan even when the box holds this result (tools/gates/cache.py)")
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
@@ -79,11 +84,20 @@ def main(argv: list | None = None) -> int:
         print(str(exc), file=sys.stderr)
         return 2
     try:
-        out = build(root, args.sm, args.kernels, args.cuda, env or None, brief=args.brief)
+        inputs = {"sm": args.sm, "kernels": args.kernels, "cuda": args.cuda, "env": dict(sorted(env.items())), "brief": args.brief}
+        cache_key = cache.key(root, inputs, engine_info(root))
+        out = None if args.no_cache else cache.get(cache_key)
+        cached = out is not None
+        if cached:
+            print(f"gates: {out['scan']['files_scanned']} files, the result kept on this box for this tree, scanner and "
+                  f"arguments ({cache.cache_dir()}/{cache_key[:12]}...)", file=sys.stderr)
+        else:
+            out = build(root, args.sm, args.kernels, args.cuda, env or None, brief=args.brief)
+            cache.put(cache_key, out)
     except Exception:
         traceback.print_exc(file=sys.stderr)
         return 1
-    json.dump(out, sys.stdout, sort_keys=True, allow_nan=False)
+    json.dump({**out, "cached": cached}, sys.stdout, sort_keys=True, allow_nan=False)
     sys.stdout.write("\n")
     return 0
 
