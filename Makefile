@@ -1,12 +1,18 @@
 # Quick start:  make investigate   (sets up .venv, runs the dsv4-flash investigation on this machine)
-#               make test          (sets up .venv, runs the whole test suite)
+#               make test          (sets up .venv, runs the whole test suite; what .ci/run runs)
+#               make test-quick    (the tests not marked slow: the inner loop, a few minutes)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 TARGET ?= dsv4-flash
 DECIDE ?= auto
 
-.PHONY: setup setup-ssh-tests investigate test
+# pytest-xdist workers (tests/conftest.py says how the suite is laid out over them); PYTEST_ARGS adds arguments
+TEST_WORKERS ?= 2
+PYTEST_ARGS ?=
+PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+
+.PHONY: setup setup-ssh-tests investigate test test-quick
 setup: $(VENV)/.installed
 
 # torch is pinned to the CPU build that lies on this kind of machine (an unpinned torch pulls a
@@ -34,4 +40,7 @@ setup-ssh-tests: setup
 	fi
 
 test: setup setup-ssh-tests
-	$(PY) -m pytest -q
+	$(PYTEST) $(PYTEST_ARGS)
+
+test-quick: setup
+	$(PYTEST) -m "not slow" $(PYTEST_ARGS)

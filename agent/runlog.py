@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
@@ -153,10 +154,27 @@ class RunLog:
 
 
 FAULT_ENV = "PERF_INVESTIGATOR_FAULT"
+HELD_ENV = "PERF_INVESTIGATOR_FAULT_HELD"
+HOLD_PREFIX = "hold:"
+HOLD_S = 600.0
 
 
 def fault_point(name: str) -> None:
-    """A place a crash is tested at (tests/test_faults.py): when the environment's
-    PERF_INVESTIGATOR_FAULT names it, the process SIGKILLs itself here, as kill -9 would."""
-    if os.environ.get(FAULT_ENV) == name:
+    """A place a crash or a signal is tested at (tests/test_faults.py, tests/test_cli_contract.py).
+    When the environment's PERF_INVESTIGATOR_FAULT names it, the process SIGKILLs itself here, as kill
+    -9 would. When it names ``hold:NAME``, the process writes its pid to the file that
+    PERF_INVESTIGATOR_FAULT_HELD names and waits here for a signal (a test's Ctrl-C), so that the signal
+    lands at this point of the run, however fast or slow the machine; nothing signalled within
+    HOLD_S seconds is a failure of the run, not a hang."""
+    wanted = os.environ.get(FAULT_ENV)
+    if wanted == name:
         os.kill(os.getpid(), signal.SIGKILL)
+    elif wanted == HOLD_PREFIX + name:
+        held = Path(os.environ[HELD_ENV])
+        tmp = held.with_name(held.name + ".tmp")
+        tmp.write_text(f"{os.getpid()}\n")
+        os.replace(tmp, held)  # whole or absent: the test reads the pid only once it is written
+        deadline = time.monotonic() + HOLD_S
+        while time.monotonic() < deadline:
+            time.sleep(0.05)  # a signal's handler (Ctrl-C: KeyboardInterrupt) runs here
+        raise RuntimeError(f"fault point {name} was held {HOLD_S:.0f} s and nothing signalled the run")

@@ -5,8 +5,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from filelock import FileLock
 
+import shared_runs
 from tools.gates.cache import CACHE_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,27 +47,56 @@ def _shared_dir(tmp_path_factory) -> Path:
     return shared
 
 
-def shared_run(tmp_path_factory, name: str, *argv, timeout: int = 1200, env: dict | None = None) -> Path:
-    """``python -m agent investigate ARGV --runs-dir DIR`` once for the whole test session: the first
-    worker that asks runs it, under a file lock in the session's shared directory; the others wait for
-    it and take its run (a run a test only reads; tests that change a run work on copies). A run that
-    failed fails every test that asks for it, with the same stderr, and is not tried again."""
-    shared = _shared_dir(tmp_path_factory)
-    record = shared / f"{name}.json"
-    with FileLock(str(shared / f"{name}.lock")):
-        if not record.exists():
-            runs = shared / f"runs-{name}"
-            runs.mkdir()
-            try:
-                out = agent("investigate", *argv, "--runs-dir", runs, timeout=timeout, env=env)
-                outcome = {"rc": out.returncode, "stderr": out.stderr[-3000:],
-                           "run": str(only_run(runs)) if out.returncode == 0 else None}
-            except (subprocess.TimeoutExpired, AssertionError) as exc:
-                outcome = {"rc": None, "stderr": f"{type(exc).__name__}: {exc}", "run": None}
-            record.write_text(json.dumps(outcome))
-        outcome = json.loads(record.read_text())
+def shared_run(tmp_path_factory, name: str) -> Path:
+    """One of the session's shared investigations (tests/shared_runs.py), run once for all its workers."""
+    outcome = shared_runs.get(_shared_dir(tmp_path_factory), name)
     assert outcome["rc"] == 0, outcome["stderr"]
     return Path(outcome["run"])
+
+
+# Under pytest-xdist (make test: -n 2 --dist loadgroup) a module's tests share its module-scoped fixtures
+# only on one worker: these files go whole to one worker, and the two that read the session's one gate scan
+# of the installed sglang go together. The self-contained heavy ones are sent first and the tests that read
+# the shared investigations last, so that those investigations have run in the background by then.
+GROUPS = {"test_gates_sglang": "sglang-scan", "test_refactor_nets": "sglang-scan"}
+FIRST = ("test_box_ssh_investigate", "test_sglang_adapter", "test_sglang_disagg", "test_gates_sglang", "test_refactor_nets",
+         "test_box_ssh", "test_sglang_standin", "test_reference_engine_tp", "test_engine_sglang", "test_engine_options")
+
+
+def _module(item) -> str:
+    return item.nodeid.split("::")[0].rsplit("/", 1)[-1].removesuffix(".py")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session, config, items):
+    for item in items:
+        defs = getattr(item, "_fixtureinfo", None)
+        uses_module_fixture = defs is not None and any(
+            d and d[-1].scope == "module" for d in defs.name2fixturedefs.values())
+        group = GROUPS.get(_module(item)) or (_module(item) if uses_module_fixture else None)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
+    shared = {fixture for fixture, _, _ in shared_runs.RUNS.values()}
+
+    def rank(pair):
+        index, item = pair
+        if _module(item) in FIRST:
+            return (0, FIRST.index(_module(item)), index)
+        return (2 if shared & set(item.fixturenames) else 1, 0, index)
+
+    items[:] = [item for _, item in sorted(enumerate(items), key=rank)]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session):
+    """Start the shared investigations the selected tests need in the background as the session begins
+    (on one worker of an xdist session, or in the only process), so that they run beside the other tests."""
+    if os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0" or session.config.option.collectonly:
+        return
+    wanted = {fixture: name for name, (fixture, _, _) in shared_runs.RUNS.items()}
+    needed = sorted({wanted[f] for item in session.items for f in item.fixturenames if f in wanted})
+    if needed:
+        shared_runs.start_in_background(_shared_dir(session.config._tmp_path_factory), needed, watch=os.getpid())
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -81,20 +110,26 @@ def _box_cache(tmp_path_factory):
 @pytest.fixture(scope="session")
 def dsv4_run(tmp_path_factory) -> Path:
     """The README's main job: the dsv4-flash investigation on this (GPU-less) machine, split-K included."""
-    return shared_run(tmp_path_factory, "dsv4", "dsv4-flash", "--decide", "auto")
+    return shared_run(tmp_path_factory, "dsv4")
 
 
 @pytest.fixture(scope="session")
 def other_run(tmp_path_factory) -> Path:
     """A target with other shapes (16 heads at TP1, 170 SMs), stopped at the decision."""
-    return shared_run(tmp_path_factory, "other", DATA / "targets" / "other-shapes.yaml", "--decide", "stop")
+    return shared_run(tmp_path_factory, "other")
 
 
 @pytest.fixture(scope="session")
 def sglang_run(tmp_path_factory) -> Path:
     """Issue #15's Must show, locally: the SGLang target against the stand-in server (shared by
     tests/test_investigate_sglang.py and the SSH box's comparison in tests/test_box_ssh_investigate.py)."""
-    return shared_run(tmp_path_factory, "sglang", "dsv4-flash-sglang", "--stand-in", "--decide", "auto", timeout=3600)
+    return shared_run(tmp_path_factory, "sglang")
+
+
+@pytest.fixture(scope="session")
+def tp2_run(tmp_path_factory) -> Path:
+    """The dsv4-flash-tp2 investigation: the reference engine at TP2 over gloo (tests/test_investigate_tp2.py)."""
+    return shared_run(tmp_path_factory, "tp2")
 
 
 SGLANG_VERSION = "0.5.23"

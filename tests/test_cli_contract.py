@@ -21,7 +21,7 @@ from tools import exitcodes
 from agent.cli import decision_prompt, main, make_ask, valid_choices
 from agent.progress import LiveProgress
 
-from conftest import DATA, ROOT, agent, events
+from conftest import DATA, ROOT, agent, events, only_run
 
 FORMS = DATA / "kernel-source-launch-forms"
 GATES_TREE = DATA / "gates-synthetic" / "fakeengine"
@@ -89,23 +89,27 @@ def test_ctrl_c_anywhere_exits_interrupted(monkeypatch, capsys, tmp_path):
 
 
 def test_sigint_during_a_real_run_exits_130_and_the_run_says_interrupted(tmp_path):
-    runs = tmp_path / "runs"
+    runs, held = tmp_path / "runs", tmp_path / "held"
     # SIGINT's default disposition for the agent, as a terminal's foreground job has it: a test suite started as a
     # background job of a non-interactive shell inherits SIGINT ignored (POSIX), and a Python started with SIGINT
     # ignored keeps it ignored, so the agent would never see the Ctrl-C (a rehearsal run in the background did).
+    # The run holds inside its first tool call (agent.runlog.fault_point's hold mode) until the signal comes: a fast
+    # machine cannot finish the run before it lands, nor a slow one be signalled before the run began.
     proc = subprocess.Popen([sys.executable, "-m", "agent", "investigate", DATA / "targets" / "other-shapes.yaml",
                              "--runs-dir", runs, "--decide", "stop"], cwd=ROOT, start_new_session=True,
+                            env={**os.environ, "PERF_INVESTIGATOR_FAULT": "hold:tool:box.survey",
+                                 "PERF_INVESTIGATOR_FAULT_HELD": str(held)},
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        logs = list(runs.glob("*/log.jsonl")) if runs.exists() else []
-        if logs and any(e["kind"] == "tool_call" for e in events(logs[0].parent)):
-            break
-        time.sleep(0.2)
-    else:
+    while not held.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    if not held.exists():
         proc.kill()
-        pytest.fail("the run never made a tool call")
+        pytest.fail(f"the run never reached its first tool call's end: {proc.communicate()[1][-2000:]}")
+    assert int(held.read_text()) == proc.pid
+    log = events(only_run(runs))
+    assert log[-1]["kind"] == "tool_call" and log[-1]["tool"] == "box.survey"  # inside the call: its result not journaled
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C sends: the terminal's whole foreground group
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == exitcodes.INTERRUPTED, err[-2000:]

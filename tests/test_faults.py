@@ -8,6 +8,7 @@ process); every other fault is real: real subprocesses, real files, a real full 
 import gzip
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -34,17 +35,22 @@ TARGET = DATA / "targets" / "other-shapes.yaml"
 
 # -- SIGKILL at each boundary, then --resume --------------------------------------------------------------
 
-# One point of each kind, in the order a run meets them; each one kills one process (the first
-# invocation, then each resume). Chosen so that what a kill makes the run redo is cheap.
-KILLS = [
-    "step_start:survey",        # a step begun, nothing done
-    "tool:box.survey",          # inside a tool call: it ran, its result not journaled
-    "checkpoint:survey_box",    # the step checkpointed, its commit not made
-    "branch:2",                 # inside the commit sync: objects written, the branch not moved
-    "finding:ceiling",          # a finding journaled, not checkpointed: the step is redone
-    "step_end:options",         # the step's end journaled, not checkpointed: redone
-    "step_start:report",
-    "run_end",                  # run_end journaled, its final commit not made
+# One point of each kind, in the order a run meets them; each one stops one process (the first
+# invocation, then each resume). Chosen so that what a kill makes the run redo is cheap. A "fault" point
+# SIGKILLs the agent where agent.runlog.fault_point names it; "killpg" kills the agent's whole process
+# group (the agent and the engine it runs) with -9 while the lever sweep runs, as kill -9 from a shell
+# would; "await" resumes without --decide and without a terminal: the run stops at the decision (exit 3).
+BATTERY = [
+    ("fault", "step_start:survey"),        # a step begun, nothing done
+    ("fault", "tool:box.survey"),          # inside a tool call: it ran, its result not journaled
+    ("fault", "checkpoint:survey_box"),    # the step checkpointed, its commit not made
+    ("killpg", "levers"),                  # mid-sweep: its call journaled, its result not; the engine dies too
+    ("fault", "branch:2"),                 # inside the commit sync: objects written, the branch not moved
+    ("fault", "finding:ceiling"),          # a finding journaled, not checkpointed: the step is redone
+    ("fault", "step_end:options"),         # the step's end journaled, not checkpointed: redone
+    ("await", None),                       # no terminal, no --decide: the run waits, it does not guess
+    ("fault", "step_start:report"),
+    ("fault", "run_end"),                  # run_end journaled, its final commit not made
 ]
 
 
@@ -55,34 +61,84 @@ def _sound(run: Path) -> None:
     assert git.Repo(run).head.commit.tree[LOG_NAME].data_stream.read() == (run / LOG_NAME).read_bytes()
 
 
+def _status(runs: Path) -> str:
+    return json.loads(agent("runs", "--runs-dir", runs, "--json").stdout)[0]["status"]
+
+
+def _kill_mid_levers(argv: list, run: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "agent", *map(str, argv)], cwd=ROOT, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 600
+    seen = len(events(run))
+    while time.monotonic() < deadline and proc.poll() is None:
+        if any(e["kind"] == "tool_call" and e["step"] == "levers" for e in events(run)[seen:]):
+            time.sleep(1.0)  # the sweep is one engine call: killed while it runs
+            break
+        time.sleep(0.2)
+    else:
+        proc.kill()
+        pytest.fail(f"the resumed run never reached the lever sweep (exit {proc.poll()})")
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
 @pytest.mark.slow
 def test_kill_9_at_every_boundary_then_resume_loses_and_duplicates_nothing(other_run, tmp_path):
     runs = tmp_path / "runs"
-    env = lambda point: {"PERF_INVESTIGATOR_FAULT": point}  # noqa: E731
-    first = agent("investigate", TARGET, "--runs-dir", runs, "--run-id", "k", "--decide", "stop", env=env(KILLS[0]))
-    assert first.returncode == -9, first.stderr[-3000:]
     run = runs / "k"
-    for point in KILLS[1:]:
-        out = agent("investigate", "--resume", "k", "--runs-dir", runs, "--decide", "stop", env=env(point))
-        assert out.returncode == -9, (point, out.stdout[-2000:], out.stderr[-3000:])
+    for attempt, (how, point) in enumerate(BATTERY, start=1):
+        argv = (["investigate", TARGET, "--runs-dir", runs, "--run-id", "k"] if attempt == 1 else
+                ["investigate", "--resume", "k", "--runs-dir", runs])
+        if how == "killpg":
+            _kill_mid_levers(argv + ["--decide", "stop"], run)
+            assert _status(runs) == "interrupted" and not (run / "PROFILE_FINDINGS.md").exists()
+            calls = [e for e in events(run) if e["kind"] in ("tool_call", "tool_result") and e["step"] == "levers"]
+            assert [e["kind"] for e in calls] == ["tool_call"]  # killed inside the call
+        elif how == "await":
+            paused = agent(*argv)
+            assert paused.returncode == 3, paused.stderr[-3000:]  # awaiting a decision (tools/exitcodes.py)
+            assert "awaits a decision" in paused.stdout and "auto would choose" in paused.stdout
+            assert _status(runs) == "awaiting-decision"
+        else:
+            out = agent(*argv, "--decide", "stop", env={"PERF_INVESTIGATOR_FAULT": point})
+            assert out.returncode == -9, (point, out.stdout[-2000:], out.stderr[-3000:])
         assert read_events(run / LOG_NAME)  # whole lines only, every time
     done = agent("investigate", "--resume", "k", "--runs-dir", runs, "--decide", "stop")
     assert done.returncode == 0 and "already finished" in done.stdout, done.stderr[-3000:]
+    assert _status(runs) == "done"
 
     log = events(run)
-    assert max(e["attempt"] for e in log) == len(KILLS)  # the last resume found it finished: no new attempt
+    assert max(e["attempt"] for e in log) == len(BATTERY)  # the last resume found it finished: no new attempt
     # the same steps as the uninterrupted run of this target, each once, one commit each, in order
     steps = [f["step"] for f in findings(run)]
     assert steps == [f["step"] for f in findings(other_run)]
     assert [f["index"] for f in findings(run)] == list(range(1, len(steps) + 1))
     commits = list(reversed(list(git.Repo(run).iter_commits("main"))))
     assert [c.message[:2] for c in commits] == [f"{i:02d}" for i in range(1, len(steps) + 1)]
-    assert sum(1 for e in log if e["kind"] == "tool_call" and e["tool"] == "engine.sweep") == 1  # levers ran once
+    assert sum(1 for e in log if e["kind"] == "tool_call" and e["tool"] == "box.survey") == 2  # the kill inside it, then once
+    sweeps = [e["kind"] for e in log if e["kind"] in ("tool_call", "tool_result") and e.get("tool") == "engine.sweep"]
+    assert sweeps == ["tool_call", "tool_call", "tool_result"]  # the killed sweep, then the one that finished; never again
     _sound(run)  # the run_end kill left the final commit to the last resume
     # the report the resumed run wrote is the one an uninterrupted replay of it writes
     outcome = runner.replay(run, tmp_path / "replay")
     assert outcome.exit_code == 0, outcome.message
     assert (tmp_path / "replay" / "PROFILE_FINDINGS.md").read_bytes() == (run / "PROFILE_FINDINGS.md").read_bytes()
+
+
+def test_a_held_fault_point_writes_its_pid_and_fails_when_nothing_signals_it(tmp_path, monkeypatch):
+    """The hold mode the Ctrl-C test stops a run with (agent.runlog.fault_point): the pid is written whole,
+    other points pass, and a hold nobody ends is an error, not a hang."""
+    from agent import runlog
+
+    held = tmp_path / "held"
+    monkeypatch.setenv(runlog.FAULT_ENV, "hold:tool:box.survey")
+    monkeypatch.setenv(runlog.HELD_ENV, str(held))
+    monkeypatch.setattr(runlog, "HOLD_S", 0.2)
+    runlog.fault_point("tool:engine.sweep")  # not the point named: passes
+    assert not held.exists()
+    with pytest.raises(RuntimeError, match="held 0 s and nothing signalled"):
+        runlog.fault_point("tool:box.survey")
+    assert held.read_text() == f"{os.getpid()}\n"
 
 
 # -- a tool that hangs, a tool that crashes ----------------------------------------------------------------

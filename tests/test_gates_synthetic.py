@@ -233,7 +233,7 @@ def test_box_side_cli_prints_one_json_object():
     )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
-    assert sorted(out) == ["engine", "env", "evaluation", "kernels", "scan", "sm", "source", "tool"]
+    assert sorted(out) == ["cached", "engine", "env", "evaluation", "kernels", "scan", "sm", "source", "tool"]
     assert out["tool"] == "gates" and out["sm"] == 120
     rows = {r["line"]: r for r in out["evaluation"]}
     assert rows[93]["passes"] is False and rows[97]["passes"] is False

@@ -1,13 +1,7 @@
 """Whole investigations on this machine (no GPU: the reference engine runs at reduced shapes under the
 Triton CPU interpreter), their runs' git history, replay, resume after kill -9, and bad input."""
 
-import json
-import math
-import os
-import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import git
@@ -15,7 +9,7 @@ import pytest
 
 from agent import runner
 from agent.config import load_target
-from conftest import DATA, ROOT, agent, events, finding, findings, only_run
+from conftest import DATA, agent, events, finding, findings
 from reports.format import cell, fmt_spread
 
 pytestmark = pytest.mark.slow
@@ -204,44 +198,6 @@ def test_replay_diverges_when_a_step_decides_differently(other_run, tmp_path, mo
     assert outcome.exit_code == 1
     assert "finding 02-levers differs" in outcome.message
     assert not (tmp_path / "replay" / "PROFILE_FINDINGS.md").exists()
-
-
-def test_kill_9_during_levers_then_resume(tmp_path):
-    runs = tmp_path / "runs"
-    proc = subprocess.Popen([sys.executable, "-m", "agent", "investigate", DATA / "targets" / "other-shapes.yaml",
-                             "--runs-dir", runs, "--decide", "stop"], cwd=ROOT, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 600
-    run = None
-    while time.monotonic() < deadline:
-        logs = list(runs.glob("*/log.jsonl")) if runs.exists() else []
-        if logs:
-            run = logs[0].parent
-            # the sweep is one engine call: kill while it runs (its call journaled, its result not yet)
-            if any(e["kind"] == "tool_call" and e["step"] == "levers" for e in events(run)):
-                time.sleep(1.0)
-                break
-        time.sleep(0.2)
-    else:
-        pytest.fail("the run never reached the levers step")
-    os.killpg(proc.pid, signal.SIGKILL)  # the agent and the engine it is running, mid-levers
-    proc.wait()
-    status = json.loads(agent("runs", "--runs-dir", runs, "--json").stdout)
-    assert status[0]["status"] == "interrupted"
-    assert not (run / "PROFILE_FINDINGS.md").exists()
-    paused = agent("investigate", "--resume", run)  # no terminal, no --decide: the run waits, it does not guess
-    assert paused.returncode == 3, paused.stderr[-3000:]  # awaiting a decision (tools/exitcodes.py)
-    assert "awaits a decision" in paused.stdout and "auto would choose" in paused.stdout
-    assert json.loads(agent("runs", "--runs-dir", runs, "--json").stdout)[0]["status"] == "awaiting-decision"
-    done = agent("investigate", "--resume", run, "--decide", "stop")
-    assert done.returncode == 0, done.stderr[-3000:]
-    log = events(run)
-    assert max(e["attempt"] for e in log) == 3
-    assert sum(1 for e in log if e["kind"] == "tool_call" and e["tool"] == "box.survey") == 1  # survey not redone
-    commits = _commits(run)
-    assert [c.message[:2] for c in commits] == [f"{i:02d}" for i in range(1, len(commits) + 1)]
-    assert len(commits) == len(findings(run))
-    assert json.loads(agent("runs", "--runs-dir", runs, "--json").stdout)[0]["status"] == "done"
 
 
 def _one_line_error(out: subprocess.CompletedProcess) -> str:

@@ -9,17 +9,9 @@ import json
 
 import pytest
 
-from tests.conftest import agent, finding, only_run
+from conftest import agent, finding
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def tp2_run(tmp_path_factory):
-    runs = tmp_path_factory.mktemp("runs-tp2")
-    out = agent("investigate", "dsv4-flash-tp2", "--runs-dir", runs, "--decide", "stop")
-    assert out.returncode == 0, out.stderr[-3000:]
-    return only_run(runs)
 
 
 def test_profile_has_a_trace_per_rank_process_and_the_ranks_tables(tp2_run):

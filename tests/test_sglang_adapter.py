@@ -366,34 +366,40 @@ def standin_env() -> dict:
 def test_sweep_against_the_standin_moves_by_its_planted_amounts_and_survives_its_planted_crashes(tmp_path):
     """The stand-in's planted flags through the real client: the eager-decode delay adds its milliseconds to
     every output token, four decode steps an iteration share the scheduler overhead four ways (planted.py),
-    each measured against the mean of the two baseline runs around them and held to what was planted; the
-    planted crashes are failed runs with their log excerpts, and the sweep goes on."""
+    each held to what was planted; the planted crashes are failed runs with their log excerpts, and the sweep
+    goes on. Each setting runs twice, interleaved with three baseline runs, and is read at its least TPOT: the
+    planted amounts are host sleeps, which a busy machine does not lengthen, while a neighbour taking the cores
+    only ever slows a run down, so the least-disturbed run of each setting is the one compared: any one of the
+    seven healthy runs slowed by a neighbour's burst moves no effect at all."""
     runs = [{"label": "baseline#r1"}, {"label": "eager#r1", "args": ["--cuda-graph-backend-decode", "disabled"]},
             {"label": "steps4#r1", "args": ["--num-continuous-decode-steps", "4"]},
             {"label": "dp-attn#r1", "args": ["--attn-dp-size", "2"]},
-            {"label": "mem#r1", "args": ["--mem-fraction-static", "0.95"]}, {"label": "baseline#r2"}]
+            {"label": "mem#r1", "args": ["--mem-fraction-static", "0.95"]}, {"label": "baseline#r2"},
+            {"label": "steps4#r2", "args": ["--num-continuous-decode-steps", "4"]},
+            {"label": "eager#r2", "args": ["--cuda-graph-backend-decode", "disabled"]}, {"label": "baseline#r3"}]
     raw = {"launcher": STANDIN, "server_args": [*BASE_ARGS, "--max-running-requests", "4"], "env": standin_env(),
            "health_timeout_s": 300, "stop_grace_s": 10,
            "load": {"input_len": 16, "output_len": 32, "concurrency": 4, "num_prompts": 8, "warmup_prompts": 4},
            "runs": runs}
-    out = tool("sweep", "--spec", json.dumps(raw), "--out", tmp_path, timeout=1200)
+    out = tool("sweep", "--spec", json.dumps(raw), "--out", tmp_path, timeout=1800)
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout)
     by = {run["label"]: run for run in result["runs"]}
-    assert all(by[label]["ok"] for label in ("baseline#r1", "eager#r1", "steps4#r1", "baseline#r2")), result["runs"]
+    healthy = [r["label"] for r in runs if not r["label"].startswith(("dp-attn", "mem"))]
+    assert all(by[label]["ok"] for label in healthy), result["runs"]
     row = by["baseline#r1"]["results"][0]
     assert row["completed"] == 8 and row["total_output_tokens"] == 8 * 32 and row["step_ms"] > 0
     server_info = json.loads((tmp_path / by["baseline#r1"]["client_file"]).read_text().splitlines()[-1])["server_info"]
     assert server_info["server"] == "stand-in"  # the client's own record names what it measured
-    tpot = {label: run["results"][0]["tpot_ms_median"] for label, run in by.items() if run["ok"]}
-    base = (tpot["baseline#r1"] + tpot["baseline#r2"]) / 2
-    # Six runs of each on the idle 2-core box: 14.8-15.8 ms added five times, 32 once; 24-26 ms saved (22.5 planted:
-    # the iteration's own bookkeeping is shared too); the bounds leave room for a box whose cores the client or a
-    # neighbour takes, and still fail a missing, reversed or misplaced effect.
-    added = tpot["eager#r1"] - base
+    tpot = {label: by[label]["results"][0]["tpot_ms_median"] for label in healthy}
+    least = {name: min(v for label, v in tpot.items() if label.startswith(name + "#")) for name in ("baseline", "eager", "steps4")}
+    # On the idle 2-core box (six runs of each, one against two baselines): 14.8-15.8 ms added five times, 32 once;
+    # 24-26 ms saved (22.5 planted: the iteration's own bookkeeping is shared too). The bounds still fail a
+    # missing, reversed or misplaced effect.
+    added = least["eager"] - least["baseline"]
     assert 0.5 * planted.EAGER_DECODE_DELAY_MS < added < 3 * planted.EAGER_DECODE_DELAY_MS, (tpot, added)
     shared = planted.SCHEDULER_OVERHEAD_MS * (1 - 1 / 4)  # paid once per four tokens instead of once per token
-    saved = base - tpot["steps4#r1"]
+    saved = least["baseline"] - least["steps4"]
     assert 0.5 * shared < saved < 2 * shared, (tpot, saved)
     assert by["dp-attn#r1"]["kind"] == "launch_failed" and "no DP attention" in by["dp-attn#r1"]["log_excerpt"]
     assert by["mem#r1"]["kind"] == "oom" and "out of memory" in by["mem#r1"]["error"]
