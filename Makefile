@@ -10,7 +10,7 @@ DECIDE ?= auto
 # pytest-xdist workers (tests/conftest.py says how the suite is laid out over them); PYTEST_ARGS adds arguments
 TEST_WORKERS ?= 2
 PYTEST_ARGS ?=
-PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS)
 
 .PHONY: setup setup-ssh-tests investigate test test-quick
 setup: $(VENV)/.installed

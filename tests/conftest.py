@@ -54,34 +54,39 @@ def shared_run(tmp_path_factory, name: str) -> Path:
     return Path(outcome["run"])
 
 
-# Under pytest-xdist (make test: -n 2 --dist loadgroup) a module's tests share its module-scoped fixtures
-# only on one worker: these files go whole to one worker, and the two that read the session's one gate scan
-# of the installed sglang go together. The self-contained heavy ones are sent first and the tests that read
-# the shared investigations last, so that those investigations have run in the background by then.
+# Under pytest-xdist (make test: -n 2) each test file goes whole to one worker, so that its module-scoped
+# fixtures are built once (the scheduler below); the two files that read the session's one gate scan of the
+# installed sglang go together. The self-contained heavy files are sent first and the tests that read the
+# shared investigations last, so that those investigations have run in the background by then.
 GROUPS = {"test_gates_sglang": "sglang-scan", "test_refactor_nets": "sglang-scan"}
 FIRST = ("test_box_ssh_investigate", "test_sglang_adapter", "test_sglang_disagg", "test_gates_sglang", "test_refactor_nets",
          "test_box_ssh", "test_sglang_standin", "test_reference_engine_tp", "test_engine_sglang", "test_engine_options")
 
 
-def _module(item) -> str:
-    return item.nodeid.split("::")[0].rsplit("/", 1)[-1].removesuffix(".py")
+def _module(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
 
 
-@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's load-by-scope scheduling with a file (or a GROUPS entry) as the scope. (Not --dist loadgroup:
+    xdist 3.8 marks a group by rewriting item._nodeid, which pytest 9 no longer reads.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return GROUPS.get(_module(nodeid)) or nodeid.split("::", 1)[0]
+
+    return FileGroups(config, log)
+
+
 def pytest_collection_modifyitems(session, config, items):
-    for item in items:
-        defs = getattr(item, "_fixtureinfo", None)
-        uses_module_fixture = defs is not None and any(
-            d and d[-1].scope == "module" for d in defs.name2fixturedefs.values())
-        group = GROUPS.get(_module(item)) or (_module(item) if uses_module_fixture else None)
-        if group:
-            item.add_marker(pytest.mark.xdist_group(group))
     shared = {fixture for fixture, _, _ in shared_runs.RUNS.values()}
 
     def rank(pair):
         index, item = pair
-        if _module(item) in FIRST:
-            return (0, FIRST.index(_module(item)), index)
+        module = _module(item.nodeid)
+        if module in FIRST:
+            return (0, FIRST.index(module), index)
         return (2 if shared & set(item.fixturenames) else 1, 0, index)
 
     items[:] = [item for _, item in sorted(enumerate(items), key=rank)]
