@@ -193,8 +193,9 @@ def running() -> "Iterator[SSHD]":
     envs = {FULL_USER: build_env("full"), BARE_USER: build_env("bare")}
     for user in envs:
         entry = ensure_user(user)
-        # each test server starts with its box users' tool caches empty (tools/gates/cache.py), as a new host has them
-        shutil.rmtree(Path(entry.pw_dir) / ".cache" / "perf-investigator" / "gates", ignore_errors=True)
+        # each test server starts with its box users' tool results empty (tools/box_cache.py), as a new host has them
+        for kind in ("gates", "sglang-client"):
+            shutil.rmtree(Path(entry.pw_dir) / ".cache" / "perf-investigator" / kind, ignore_errors=True)
     server = SSHD(Path(tempfile.mkdtemp(prefix="pi-sshd-")), envs).start()
     try:
         server.record_host_key()

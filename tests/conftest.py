@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import shared_runs
-from tools.gates.cache import CACHE_ENV
+from tools.box_cache import CACHE_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
@@ -55,12 +55,16 @@ def shared_run(tmp_path_factory, name: str) -> Path:
 
 
 # Under pytest-xdist (make test: -n 2) each test file goes whole to one worker, so that its module-scoped
-# fixtures are built once (the scheduler below); the two files that read the session's one gate scan of the
-# installed sglang go together. The self-contained heavy files are sent first and the tests that read the
-# shared investigations last, so that those investigations have run in the background by then.
-GROUPS = {"test_gates_sglang": "sglang-scan", "test_refactor_nets": "sglang-scan"}
-FIRST = ("test_box_ssh_investigate", "test_sglang_adapter", "test_sglang_disagg", "test_gates_sglang", "test_refactor_nets",
-         "test_box_ssh", "test_sglang_standin", "test_reference_engine_tp", "test_engine_sglang", "test_engine_options")
+# fixtures are built once (the scheduler below). Files go together where they share: the two that read the
+# session's one gate scan of the installed sglang; and the SGLang run's tests (which hold its sweep to the
+# stand-in's planted effects) with the adapter's timed sweeps of the stand-in, so that they run one after the
+# other, never beside each other. The heavy files are sent first and the tests that read the investigations
+# started in the background last, so that those have run by then.
+GROUPS = {"test_gates_sglang": "sglang-scan", "test_refactor_nets": "sglang-scan",
+          "test_investigate_sglang": "timed-sglang", "test_sglang_adapter": "timed-sglang"}
+FIRST = ("test_investigate_sglang", "test_sglang_adapter", "test_box_ssh_sglang", "test_box_ssh_investigate",
+         "test_sglang_disagg", "test_gates_sglang", "test_refactor_nets", "test_box_ssh", "test_sglang_standin",
+         "test_reference_engine_tp", "test_engine_sglang", "test_engine_options")
 
 
 def _module(nodeid: str) -> str:
@@ -87,7 +91,7 @@ def pytest_collection_modifyitems(session, config, items):
         module = _module(item.nodeid)
         if module in FIRST:
             return (0, FIRST.index(module), index)
-        return (2 if shared & set(item.fixturenames) else 1, 0, index)
+        return (2 if shared & set(item.fixturenames) else 1, 0, index)  # the SGLang run's tests are FIRST
 
     items[:] = [item for _, item in sorted(enumerate(items), key=rank)]
 
@@ -98,7 +102,7 @@ def pytest_collection_finish(session):
     (on one worker of an xdist session, or in the only process), so that they run beside the other tests."""
     if os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0" or session.config.option.collectonly:
         return
-    wanted = {fixture: name for name, (fixture, _, _) in shared_runs.RUNS.items()}
+    wanted = {fixture: name for name, (fixture, _, _) in shared_runs.RUNS.items() if name in shared_runs.BACKGROUND}
     needed = sorted({wanted[f] for item in session.items for f in item.fixturenames if f in wanted})
     if needed:
         shared_runs.start_in_background(_shared_dir(session.config._tmp_path_factory), needed, watch=os.getpid())
@@ -106,7 +110,7 @@ def pytest_collection_finish(session):
 
 @pytest.fixture(scope="session", autouse=True)
 def _box_cache(tmp_path_factory):
-    """The box tools' cache (tools/gates/cache.py) of this test session alone, shared by its workers:
+    """The box tools' kept results (tools/box_cache.py) of this test session alone, shared by its workers:
     every session starts cold, as on a fresh machine, and no result of an earlier session's code is served."""
     os.environ[CACHE_ENV] = str(_shared_dir(tmp_path_factory) / "box-cache")
     yield

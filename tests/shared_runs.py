@@ -33,6 +33,16 @@ RUNS: dict[str, tuple[str, list[str], int]] = {
     "sglang": ("sglang_run", ["dsv4-flash-sglang", "--stand-in", "--decide", "auto"], 3600),
     "tp2": ("tp2_run", ["dsv4-flash-tp2", "--decide", "stop"], 1800),
 }
+# Scheduling priority (nice) of each run's processes. The SGLang run's tests hold its lever sweep to the stand-in's
+# planted effects (host sleeps of 15 and 22.5 ms a token against a step of some 60 ms): the suite's own heavier
+# work beside it (the other worker, these builders) runs at a lower priority than that sweep, so that the sweep's
+# rounds see the same machine. The others' tests read no timing as a fact (their timings are masked or checked
+# only for consistency with themselves), so they give way. Negative values need root; elsewhere nice says
+# so and runs the command at its own priority.
+NICE = {"dsv4": 5, "other": 5, "tp2": 5, "sglang": -5}
+# Started in the background as the session begins. Not the SGLang run: its tests and the adapter's timed sweeps
+# run on one worker (tests/conftest.py GROUPS), so that no two timed sweeps of the suite share the machine.
+BACKGROUND = ("dsv4", "other", "tp2")
 
 
 def _only_run(runs: Path) -> Path:
@@ -50,11 +60,12 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _investigate(argv: list[str], runs: Path, timeout: int, watch: int | None) -> dict:
-    """The investigation as a process group of its own; stopped (and nothing recorded: None) when the
-    process ``watch`` (the test session that asked for it) is gone."""
+def _investigate(argv: list[str], runs: Path, timeout: int, watch: int | None, nice: int) -> dict:
+    """The investigation as a process group of its own at priority ``nice``; stopped (and nothing recorded:
+    None) when the process ``watch`` (the test session that asked for it) is gone."""
     with tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "agent", "investigate", *argv, "--runs-dir", str(runs)], cwd=ROOT,
+        proc = subprocess.Popen(["nice", "-n", str(nice), sys.executable, "-m", "agent", "investigate", *argv,
+                                 "--runs-dir", str(runs)], cwd=ROOT,
                                 stdout=subprocess.DEVNULL, stderr=err, text=True, start_new_session=True)
         deadline = time.monotonic() + timeout
         while proc.poll() is None:
@@ -84,7 +95,7 @@ def get(shared: Path, name: str, watch: int | None = None) -> dict | None:
             runs = shared / f"runs-{name}"
             shutil.rmtree(runs, ignore_errors=True)  # what a builder stopped midway left
             runs.mkdir()
-            outcome = _investigate(argv, runs, timeout, watch)
+            outcome = _investigate(argv, runs, timeout, watch, NICE[name])
             if outcome is None:
                 return None
             tmp = record.with_name(record.name + ".tmp")

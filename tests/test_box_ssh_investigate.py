@@ -1,14 +1,14 @@
 """The investigation over SSH (issue #13's Must show), against a real sshd on loopback
 (scripts/sshd_harness.py): ``investigate --box ssh://...`` reports what a local run does, finding for
 finding; its replay needs no server; a server killed mid-run stops the run resumable and ``--resume``
-reconnects and finishes it; a host without torch is one line before any run exists."""
+reconnects and finishes it; a host without torch is one line before any run exists. The SGLang target over
+SSH is tests/test_box_ssh_sglang.py's (a file of its own, so that pytest-xdist can run it beside this one)."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -17,38 +17,9 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA, ROOT, agent, events, findings, only_run
+from ssh_box import NEEDS_SSHD, box_args, harness, sshd  # noqa: F401  (sshd: this module's own server)
 
-sys.path.insert(0, str(ROOT / "scripts"))
-import sshd_harness as harness  # noqa: E402
-
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(os.geteuid() != 0 or not Path("/usr/sbin/sshd").exists() or not shutil.which("setfacl"),
-                       reason="needs root, openssh-server and acl (make setup-ssh-tests)"),
-]
-
-
-@pytest.fixture(scope="module")
-def sshd():
-    with harness.running() as server:
-        # the user key is offered by an agent, as a user's would be: the command line names no key
-        sock = server.root / "agent.sock"
-        keys = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while not sock.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        subprocess.run(["ssh-add", str(server.user_key)], env={**os.environ, "SSH_AUTH_SOCK": str(sock)}, check=True,
-                       capture_output=True)
-        server.agent_env = {"SSH_AUTH_SOCK": str(sock)}
-        try:
-            yield server
-        finally:
-            keys.kill()
-            keys.wait()
-
-
-def box_args(sshd, user=harness.FULL_USER) -> list[str]:
-    return ["--box", f"ssh://{user}@127.0.0.1:{sshd.port}", "--box-known-hosts", str(sshd.known_hosts)]
+pytestmark = [pytest.mark.slow, NEEDS_SSHD]
 
 
 # Verdicts that hold a measured interval against a prediction: timings decide them, on any box.
@@ -140,59 +111,6 @@ def test_a_server_killed_mid_run_stops_it_resumable_and_resume_reconnects(sshd, 
     same_shapes(findings(run), findings(other_run))
     log = events(run)
     assert sum(1 for e in log if e["kind"] == "tool_call" and e["tool"] == "box.survey") == 1  # survey not redone
-
-
-# The SGLang target's levers the run over SSH tries: one of each kind the sweep meets (a start that fails for a
-# missing package, a planted out-of-memory, a server flag measured, an NCCL variable that gloo cannot use). What
-# is particular to SSH (the uploaded tree, the host's own sglang and Python, the stand-in launched on the host as
-# the box user, every rank's trace and every log brought back) is the same for every lever; each other lever of the
-# target is judged in the local run (tests/test_investigate_sglang.py), whose sweep is the same code.
-SSH_LEVERS = ("attention-flashinfer", "mem-fraction-0.95", "cuda-graph-off", "nccl-proto-simple")
-
-
-@pytest.fixture(scope="module")
-def ssh_sglang_run(sshd, tmp_path_factory) -> Path:
-    """Issue #15's Must show over the SSH box: the SGLang target against the stand-in server, which runs on
-    the host as the box user, from the uploaded tree, with the host's own sglang."""
-    import yaml
-
-    from agent.config import TARGETS_DIR
-
-    runs = tmp_path_factory.mktemp("runs-ssh-sglang")
-    target = yaml.safe_load((TARGETS_DIR / "dsv4-flash-sglang.yaml").read_text())
-    target["levers"] = [lever for lever in target["levers"] if lever["name"] in SSH_LEVERS]
-    assert {lever["name"] for lever in target["levers"]} == set(SSH_LEVERS)  # each still a lever of the shipped target
-    path = runs.parent / "dsv4-flash-sglang-over-ssh.yaml"
-    path.write_text(yaml.safe_dump(target, sort_keys=False))
-    out = agent("investigate", path, "--stand-in", *box_args(sshd), "--runs-dir", runs, "--decide", "auto",
-                env=sshd.agent_env, timeout=3600)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return only_run(runs)
-
-
-def test_the_sglang_stand_in_over_ssh_runs_every_step(ssh_sglang_run):
-    run = findings(ssh_sglang_run)
-    steps = [f["step"] for f in run]
-    assert steps[:3] == ["survey", "levers", "profile"] and {"ceiling", "gates", "options", "report"} <= set(steps), steps
-    assert "splitk" not in steps  # split-K cannot be dropped into a live server
-    levers = {r["name"]: r for r in next(f for f in run if f["step"] == "levers")["data"]["levers"]}
-    assert sorted(levers) == sorted(SSH_LEVERS)
-    # what no timing decides: the planted crash and the missing FlashInfer fail, with their log excerpts;
-    # NCCL's variables are not applicable to gloo; the server-flag lever was measured, with an interval
-    for name in ("mem-fraction-0.95", "attention-flashinfer"):
-        assert levers[name]["status"] == "failed" and levers[name]["log_excerpt"], levers[name]
-    assert "out of memory" in levers["mem-fraction-0.95"]["log_excerpt"]
-    assert "not applicable to gloo" in levers["nccl-proto-simple"]["reason"]
-    assert levers["cuda-graph-off"]["interval"]
-    survey = next(f for f in run if f["step"] == "survey")
-    sglang_dir = survey["data"]["software"]["sglang_dir"]
-    assert sglang_dir.startswith(str(harness.ENV_CACHE))  # the host's own sglang, not the agent's
-    gates = next(f for f in run if f["step"] == "gates")
-    assert gates["data"]["source"]["dir"] == sglang_dir
-    profile = next(f for f in run if f["step"] == "profile")
-    files = profile["data"]["summary"]["files"]
-    assert len(files) == 4 and all((ssh_sglang_run / f["path"]).is_file() for f in files)  # every rank's trace came back
-    assert (ssh_sglang_run / "PROFILE_FINDINGS.md").is_file()
 
 
 def test_a_host_without_torch_is_one_line_before_any_run(sshd, tmp_path):

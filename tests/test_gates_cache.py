@@ -1,4 +1,4 @@
-"""The gate scan's results kept on the box (tools/gates/cache.py), through the box tool as the catalog
+"""The gate scan's results kept on the box (tools/box_cache.py), through the box tool as the catalog
 runs it (``python -m tools.gates``, a process of its own): a second call with the same tree, scanner
 and arguments prints what the first printed, marked cached; a changed file, argument or scanner is a
 miss; ``--no-cache`` scans; a torn entry is a miss. On the synthetic engine tree (7 files)."""
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA, ROOT
-from tools.gates import cache
-from tools.gates.cache import CACHE_ENV
+from tools import box_cache as cache
+from tools.box_cache import CACHE_ENV
 
 TREE = DATA / "gates-synthetic" / "fakeengine"
 
@@ -74,12 +74,12 @@ def test_a_torn_entry_is_a_miss_and_is_replaced(tree, tmp_path):
 def test_the_key_covers_the_scanners_own_source(tree, tmp_path, monkeypatch):
     inputs, engine = {"sm": 120}, {"package": "fakeengine", "version": None}
     scanner = tmp_path / "scanner"
-    shutil.copytree(Path(cache.__file__).parent, scanner, ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(cache, "_TOOL_DIRS", (scanner,))
-    key = cache.key(tree, inputs, engine)
-    assert cache.key(tree, inputs, engine) == key  # deterministic
+    shutil.copytree(cache.GATES_CODE[0], scanner, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(cache, "GATES_CODE", (scanner,))
+    key = cache.gates_key(tree, inputs, engine)
+    assert cache.gates_key(tree, inputs, engine) == key  # deterministic
     with open(scanner / "walker.py", "a") as handle:
         handle.write("\n# a changed scanner\n")
-    assert cache.key(tree, inputs, engine) != key
-    assert cache.key(tree, {"sm": 90}, engine) != cache.key(tree, inputs, engine)
-    assert cache.key(tree, inputs, {**engine, "version": "1"}) != cache.key(tree, inputs, engine)
+    assert cache.gates_key(tree, inputs, engine) != key
+    assert cache.gates_key(tree, {"sm": 90}, engine) != cache.gates_key(tree, inputs, engine)
+    assert cache.gates_key(tree, inputs, {**engine, "version": "1"}) != cache.gates_key(tree, inputs, engine)

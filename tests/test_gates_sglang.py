@@ -15,7 +15,7 @@ import pytest
 
 from conftest import SGLANG_VERSION, sglang_root
 from tools.gates import evaluate, fallbacks_for_kernels
-from tools.gates.cache import CACHE_ENV
+from tools.box_cache import CACHE_ENV
 
 SM90, SM100, SM120 = 90, 100, 120
 DC_BLACKWELL = [100, 101, 103, 107]

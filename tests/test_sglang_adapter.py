@@ -24,8 +24,9 @@ MINI = [sys.executable, str(DATA / "mini_server.py")]
 BASE_ARGS = ["--model-path", "/models/unused"]
 
 
-def tool(*args, timeout=600, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tools.engines.sglang", *map(str, args)], cwd=ROOT,
+def tool(*args, timeout=600, nice=0, **kwargs) -> subprocess.CompletedProcess:
+    """The adapter as the catalog runs it; ``nice``: its scheduling priority (a timed sweep's, see shared_runs.NICE)."""
+    return subprocess.run(["nice", "-n", str(nice), sys.executable, "-m", "tools.engines.sglang", *map(str, args)], cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout, **kwargs)
 
 
@@ -185,6 +186,29 @@ def test_client_shim_stands_in_for_one_module_with_the_installed_constant():
     assert host == expected and "client shim" in doc
     assert client._shim_stubs() == ["sglang.srt.disaggregation.utils"]
     assert str(client.SHIM_DIR) not in sys.path and "sglang.srt.disaggregation.utils" not in sys.modules
+
+
+def test_the_clients_import_check_is_kept_on_the_box_by_what_it_depends_on(tmp_path, monkeypatch):
+    """The two imports that decide whether the client needs the shim run once a box, not once a tool call
+    (tools/box_cache.py): the answer is kept by the Python, the installed distributions, the sglang tree and
+    the shim, and a change to the shim is a new check."""
+    import shutil
+
+    from tools.box_cache import CACHE_ENV
+
+    calls = []
+    monkeypatch.setattr(client, "_imports", lambda shims: calls.append(shims) or (shims, "" if shims else "No module named 'torchvision'"))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    answer = {"as_installed": False, "error": "No module named 'torchvision'", "with_shim": True, "shim_error": ""}
+    assert client._import_check() == answer and calls == [False, True]
+    assert client._import_check() == answer and calls == [False, True]  # kept: no import this time
+    shim = tmp_path / "client_shim"
+    shutil.copytree(client.SHIM_DIR, shim, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(client, "SHIM_DIR", shim)
+    before = client._import_check_key()
+    (shim / "sitecustomize.py").write_text((shim / "sitecustomize.py").read_text() + "\n# changed\n")
+    assert client._import_check_key() != before
+    assert client._import_check() == answer and calls == [False, True, False, True]  # a changed shim: checked again
 
 
 # --- servers: launch, health, stop, never left behind ----------------------------------------------------------
@@ -381,7 +405,7 @@ def test_sweep_against_the_standin_moves_by_its_planted_amounts_and_survives_its
            "health_timeout_s": 300, "stop_grace_s": 10,
            "load": {"input_len": 16, "output_len": 32, "concurrency": 4, "num_prompts": 8, "warmup_prompts": 4},
            "runs": runs}
-    out = tool("sweep", "--spec", json.dumps(raw), "--out", tmp_path, timeout=1800)
+    out = tool("sweep", "--spec", json.dumps(raw), "--out", tmp_path, timeout=1800, nice=-5)  # as the SGLang run's sweep
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout)
     by = {run["label"]: run for run in result["runs"]}

@@ -4,7 +4,7 @@
 
 {"tool": "gates", "source", "sm", "engine", "scan": {...}, "evaluation": [rows], "kernels": [ties], "cached": bool}
 Exit 0 ok, 2 bad input (one line on stderr), 1 failure. The object is kept on the box by what it is
-computed from (tools/gates/cache.py): a later call with the same tree, scanner and arguments prints
+computed from (tools/box_cache.py): a later call with the same tree, scanner and arguments prints
 the same object with ``"cached": true`` instead of scanning again.
 """
 
@@ -17,7 +17,8 @@ import time
 import traceback
 from pathlib import Path
 
-from . import cache
+from tools import box_cache
+
 from .assemble import engine_info
 from .cli import resolve_source
 from .fallbacks import fallbacks_for_kernels, tie_to_dict
@@ -65,7 +66,7 @@ def main(argv: list | None = None) -> int:
     parser.add_argument("--cuda", default=None, help="torch.version.cuda to assume")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="evaluate with this environment variable set")
     parser.add_argument("--brief", action="store_true", help="the scan's counts instead of its full lists")
-    parser.add_argument("--no-cache", action="store_true", help="scan even when the box holds this result (tools/gates/cache.py)")
+    parser.add_argument("--no-cache", action="store_true", help="scan even when the box holds this result (tools/box_cache.py)")
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
@@ -85,15 +86,15 @@ def main(argv: list | None = None) -> int:
         return 2
     try:
         inputs = {"sm": args.sm, "kernels": args.kernels, "cuda": args.cuda, "env": dict(sorted(env.items())), "brief": args.brief}
-        cache_key = cache.key(root, inputs, engine_info(root))
-        out = None if args.no_cache else cache.get(cache_key)
+        cache_key = box_cache.gates_key(root, inputs, engine_info(root))
+        out = None if args.no_cache else box_cache.get("gates", cache_key)
         cached = out is not None
         if cached:
             print(f"gates: {out['scan']['files_scanned']} files, the result kept on this box for this tree, scanner and "
-                  f"arguments ({cache.cache_dir()}/{cache_key[:12]}...)", file=sys.stderr)
+                  f"arguments ({box_cache.cache_dir('gates')}/{cache_key[:12]}...)", file=sys.stderr)
         else:
             out = build(root, args.sm, args.kernels, args.cuda, env or None, brief=args.brief)
-            cache.put(cache_key, out)
+            box_cache.put("gates", cache_key, out)
     except Exception:
         traceback.print_exc(file=sys.stderr)
         return 1

@@ -59,20 +59,50 @@ def _shim_stubs() -> list[str]:
                 and any(isinstance(t, ast.Name) and t.id == "STUBS" for t in node.targets))
 
 
+def _import_check_key() -> str:
+    """What the import check's answer depends on: this Python, every installed distribution's version, the
+    sglang tree and the shim (tools/box_cache.py keeps the answer by it)."""
+    import importlib.metadata
+    import importlib.util
+
+    from tools import box_cache
+
+    dists = sorted({(d.metadata["Name"] or "", d.version) for d in importlib.metadata.distributions()})
+    spec = importlib.util.find_spec("sglang")
+    trees = [Path(list(spec.submodule_search_locations)[0]), SHIM_DIR] if spec and spec.submodule_search_locations else [SHIM_DIR]
+    return box_cache.key({"module": MODULE, "distributions": dists, "path": sys.path}, trees)
+
+
+def _import_check() -> dict:
+    """Whether the client imports as installed and, if not, with the shim: two imports of a few seconds each,
+    so the answer is kept on the box (tools/box_cache.py) by what it depends on."""
+    from tools import box_cache
+
+    key = _import_check_key()
+    found = box_cache.get("sglang-client", key)
+    if found is not None:
+        return found
+    works, error = _imports(False)
+    answer = {"as_installed": works, "error": error}
+    if not works:
+        answer["with_shim"], answer["shim_error"] = _imports(True)
+    box_cache.put("sglang-client", key, answer)
+    return answer
+
+
 def shims_needed() -> list[str]:
     """The stubs the client needs on this box: [] when the real import works, else the shim's STUBS (once a
     process); RuntimeError when it fails with them too."""
     if _SHIMS:
         return _SHIMS[0]
-    works, error = _imports(False)
-    if works:
+    check = _import_check()
+    if check["as_installed"]:
         _SHIMS.append([])
         return []
-    works_shimmed, error_shimmed = _imports(True)
-    if not works_shimmed:
-        raise RuntimeError(f"{MODULE} does not import, as installed ({error}) nor with the client shim "
-                           f"({error_shimmed})")
-    sys.stderr.write(f"{MODULE} does not import as installed ({error}): the client runs with the shim\n")
+    if not check["with_shim"]:
+        raise RuntimeError(f"{MODULE} does not import, as installed ({check['error']}) nor with the client shim "
+                           f"({check['shim_error']})")
+    sys.stderr.write(f"{MODULE} does not import as installed ({check['error']}): the client runs with the shim\n")
     stubs = _shim_stubs()
     _SHIMS.append(stubs)
     return stubs
