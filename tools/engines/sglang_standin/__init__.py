@@ -50,5 +50,8 @@ flag / environment                     effect
                                        torch, splitk -> splitk; flashinfer -> dies at start (no FlashInfer);
                                        any other value -> torch, as 0.5.23 sends it there; unset -> the spec's
 ``--disaggregation-mode``              prefill / decode: pd.py (the disaggregation roles)
+``PERF_INVESTIGATOR_STANDIN_PLANT_SCALE``  S > 0 (default 1): both planted sleeps times S (30 S and 15 S ms), for a
+                                       test that holds a sweep to them on a machine whose load moves the real
+                                       per-iteration work by more than the unscaled amounts (server_info says so)
 =====================================  ========================================================================
 """

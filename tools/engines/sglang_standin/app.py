@@ -63,9 +63,9 @@ class App:
         counts = self.scheduler.counts()
         return {**args_dict(self.args), "launch_command": self.argv, "server": "stand-in",
                 "standin": {"spec": self.spec.model_dump(), "ranks": self.ranks, "effects": list(self.effects.notes),
-                            "planted": {"scheduler_overhead_ms": planted.SCHEDULER_OVERHEAD_MS,
-                                        "eager_decode_delay_ms": planted.EAGER_DECODE_DELAY_MS,
-                                        "oom_mem_fraction": planted.OOM_MEM_FRACTION},
+                            "planted": {"scheduler_overhead_ms": planted.SCHEDULER_OVERHEAD_MS * self.effects.scale,
+                                        "eager_decode_delay_ms": planted.EAGER_DECODE_DELAY_MS * self.effects.scale,
+                                        "oom_mem_fraction": planted.OOM_MEM_FRACTION, "scale": self.effects.scale},
                             **({"disaggregation": self.role.server_info()} if self.role else {})},
                 "internal_states": [{**counts, "avg_spec_accept_length": None}],
                 "startup_time": self.started, "version": __version__, "frontend": "python"}

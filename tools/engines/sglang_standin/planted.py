@@ -18,6 +18,9 @@ SCHEDULER_OVERHEAD_MS = 30.0
 EAGER_DECODE_DELAY_MS = 15.0
 # --mem-fraction-static above this dies at start with a CUDA-OOM-like traceback (a planted crash).
 OOM_MEM_FRACTION = 0.92
+# Both planted sleeps times this factor, from the server's environment (default 1): a test that measures them
+# through the client on a busy machine scales them above what the load adds to the real per-iteration work.
+PLANT_SCALE_ENV = "PERF_INVESTIGATOR_STANDIN_PLANT_SCALE"
 
 # SGLANG_SM120_FLASHMLA_BACKEND -> the reference engine's attention backend, as the agent maps it for the
 # reference engine (agent/engine_runs.py REFERENCE_BACKENDS; a box tool cannot import agent.*).
@@ -51,6 +54,7 @@ class Effects:
     ep: int
     attention: str | None  # None: the spec's own
     notes: tuple[str, ...]
+    scale: float = 1.0  # PLANT_SCALE_ENV: both sleeps are the constants times this
 
 
 def startup_crash(args) -> PlantedCrash | None:
@@ -86,24 +90,43 @@ def attention_of(env: dict[str, str]) -> tuple[str | None, str | None]:
                      f"path (flash_mla_sm120.py), and so does the stand-in")
 
 
+def plant_scale(env: dict[str, str]) -> float:
+    """PERF_INVESTIGATOR_STANDIN_PLANT_SCALE from the server's environment (1 when unset); PlantedCrash when it is
+    not a positive number, so a mistyped scale is a failed start, never silently the default."""
+    text = env.get(PLANT_SCALE_ENV)
+    if text is None:
+        return 1.0
+    try:
+        scale = float(text)
+    except ValueError:
+        scale = float("nan")
+    if not scale > 0 or scale == float("inf"):
+        raise PlantedCrash(f"{PLANT_SCALE_ENV}={text!r} is not a positive number")
+    return scale
+
+
 def effects(args, env: dict[str, str]) -> Effects:
     """The planted and mapped effects of ``args`` (sglang ServerArgs) and the server's environment."""
     attention, note = attention_of(env)
+    scale = plant_scale(env)
+    overhead_ms, eager_ms = SCHEDULER_OVERHEAD_MS * scale, EAGER_DECODE_DELAY_MS * scale
     eager = args.cuda_graph_backend_decode == "disabled"
     moe = "loop" if args.moe_runner_backend in MOE_LOOP_BACKENDS else "grouped"
-    notes = [f"scheduler overhead {SCHEDULER_OVERHEAD_MS} ms per iteration, {args.num_continuous_decode_steps} "
+    notes = [f"scheduler overhead {overhead_ms} ms per iteration, {args.num_continuous_decode_steps} "
              f"decode step(s) per decode iteration",
              f"--cuda-graph-backend-decode {args.cuda_graph_backend_decode}: "
-             + (f"+{EAGER_DECODE_DELAY_MS} ms per decode step" if eager else "no delay"),
+             + (f"+{eager_ms} ms per decode step" if eager else "no delay"),
              f"--moe-runner-backend {args.moe_runner_backend} -> reference moe {moe}"]
+    if scale != 1.0:
+        notes.insert(0, f"planted sleeps scaled by {scale:g} ({PLANT_SCALE_ENV})")
     if note:
         notes.append(note)
-    return Effects(overhead_ms=SCHEDULER_OVERHEAD_MS, decode_steps=max(1, args.num_continuous_decode_steps),
-                   eager_delay_ms=EAGER_DECODE_DELAY_MS if eager else 0.0, moe=moe, ep=args.ep_size,
-                   attention=attention, notes=tuple(notes))
+    return Effects(overhead_ms=overhead_ms, decode_steps=max(1, args.num_continuous_decode_steps),
+                   eager_delay_ms=eager_ms if eager else 0.0, moe=moe, ep=args.ep_size,
+                   attention=attention, notes=tuple(notes), scale=scale)
 
 
-def expected_tpot_ms(step_ms: float, decode_steps: int, eager: bool) -> float:
+def expected_tpot_ms(step_ms: float, decode_steps: int, eager: bool, scale: float = 1.0) -> float:
     """A decode-only iteration's time per output token: the step, the eager delay, the overhead shared by
     the iteration's steps (prefill iterations come on top, once per admitted request batch)."""
-    return step_ms + (EAGER_DECODE_DELAY_MS if eager else 0.0) + SCHEDULER_OVERHEAD_MS / decode_steps
+    return step_ms + scale * ((EAGER_DECODE_DELAY_MS if eager else 0.0) + SCHEDULER_OVERHEAD_MS / decode_steps)
