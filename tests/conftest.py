@@ -161,9 +161,11 @@ def sglang_root() -> Path:
 
 @pytest.fixture(scope="session")
 def sglang_scan():
-    """One gate scan of the installed sglang for the process (about half a minute on two cores): the
+    """One gate scan of the installed sglang for the session (about half a minute on two cores): the
     scan reads the tree and takes no SM (tools.gates.scan), so the tests of its facts and the refactor
-    nets of every SM's output share it; tools.gates evaluates it per SM and environment."""
-    from tools.gates import scan
+    nets of every SM's output share it; tools.gates evaluates it per SM and environment. It is the scan
+    the session's investigations read too (tools/box_cache.py, the session's cache): whoever asks first
+    scans, the others wait for it."""
+    from tools.gates.__main__ import scan_kept
 
-    return scan(sglang_root())
+    return scan_kept(sglang_root(), None)

@@ -83,3 +83,27 @@ def test_the_key_covers_the_scanners_own_source(tree, tmp_path, monkeypatch):
     assert cache.gates_key(tree, inputs, engine) != key
     assert cache.gates_key(tree, {"sm": 90}, engine) != cache.gates_key(tree, inputs, engine)
     assert cache.gates_key(tree, inputs, {**engine, "version": "1"}) != cache.gates_key(tree, inputs, engine)
+
+
+def test_other_arguments_evaluate_the_kept_scan_and_print_what_a_fresh_scan_prints(tree, tmp_path):
+    """The scan is kept apart from its evaluation: a call with other sm, kernels or environment reads the
+    first call's scan (it says so, and does not scan), and prints what a scan of its own prints."""
+    store = tmp_path / "cache"
+    box_tool(tree, store)
+    other, said = box_tool(tree, store, "--env", "FAKE_TURBO_MODE=1", "--kernels", "fake_kernel")
+    assert other.pop("cached") is False
+    assert "scanned" not in said and "scan of" in said and "kept on this box" in said
+    assert len(list((store / "gates-scan").glob("*.pickle"))) == 1
+    fresh, said = box_tool(tree, tmp_path / "cold", "--env", "FAKE_TURBO_MODE=1", "--kernels", "fake_kernel")
+    assert "scanned" in said and fresh.pop("cached") is False
+    assert other == fresh
+
+
+def test_callers_asking_at_once_share_one_scan(tree, tmp_path):
+    """Two box tools started together with a cold cache: one scans, the other waits for it and reads its scan."""
+    env = {**__import__("os").environ, CACHE_ENV: str(tmp_path / "cache")}
+    procs = [subprocess.Popen([sys.executable, "-m", "tools.gates", "--source", str(tree), "--sm", sm], cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for sm in ("90", "120")]
+    said = [p.communicate(timeout=300)[1] for p in procs]
+    assert all(p.returncode == 0 for p in procs), said
+    assert sum("scanned" in s for s in said) == 1 and sum("scan of" in s for s in said) == 1, said

@@ -392,19 +392,21 @@ def test_sweep_against_the_standin_moves_by_its_planted_amounts_and_survives_its
     every output token, four decode steps an iteration share the scheduler overhead four ways (planted.py),
     each held to what was planted; the planted crashes are failed runs with their log excerpts, and the sweep
     goes on. The settings run between two baseline runs, read at the lesser: a neighbour taking the cores only
-    ever slows a run down. The planted sleeps are scaled 5x (PERF_INVESTIGATOR_STANDIN_PLANT_SCALE): a busy
+    ever slows a run down. The planted sleeps are scaled 20x (PERF_INVESTIGATOR_STANDIN_PLANT_SCALE): a busy
     machine stretches the real per-iteration work around them (the server's loop, the ranks' messages, the
-    streaming: some 9 ms a token on the idle 2-core box, up to 70 seen beside the rest of the suite), which a
-    sweep cannot tell from the plant; at 5x the plant stands above it, so that the bounds below hold whatever
-    the load adds to one run and not another (up to 37 ms a token against an effect, 75 for it)."""
-    scale = 5.0
+    streaming: some 9 ms a token on the idle 2-core box, 180 seen beside the rest of the suite, with 60 between
+    one run and the next), which a sweep cannot tell from the plant, while a sleep takes no core and stretches
+    with no load; at 20x the plant (300 ms a token for the eager delay, 600 an iteration for the overhead)
+    stands above what the load adds to one run and not another, so that the bounds below (half to twice the
+    plant) hold on a machine whose cores are all taken. One wave of four short requests keeps the runs short."""
+    scale = 20.0
     runs = [{"label": "baseline#r1"}, {"label": "eager#r1", "args": ["--cuda-graph-backend-decode", "disabled"]},
             {"label": "steps4#r1", "args": ["--num-continuous-decode-steps", "4"]},
             {"label": "dp-attn#r1", "args": ["--attn-dp-size", "2"]},
             {"label": "mem#r1", "args": ["--mem-fraction-static", "0.95"]}, {"label": "baseline#r2"}]
     raw = {"launcher": STANDIN, "server_args": [*BASE_ARGS, "--max-running-requests", "4"],
            "env": {**standin_env(), planted.PLANT_SCALE_ENV: str(scale)}, "health_timeout_s": 300, "stop_grace_s": 10,
-           "load": {"input_len": 16, "output_len": 16, "concurrency": 4, "num_prompts": 8, "warmup_prompts": 4},
+           "load": {"input_len": 16, "output_len": 8, "concurrency": 4, "num_prompts": 4, "warmup_prompts": 2},
            "runs": runs}
     out = tool("sweep", "--spec", json.dumps(raw), "--out", tmp_path, timeout=1800, nice=-5)  # as the SGLang run's sweep
     assert out.returncode == 0, out.stderr[-3000:]
@@ -413,7 +415,7 @@ def test_sweep_against_the_standin_moves_by_its_planted_amounts_and_survives_its
     healthy = [r["label"] for r in runs if not r["label"].startswith(("dp-attn", "mem"))]
     assert all(by[label]["ok"] for label in healthy), result["runs"]
     row = by["baseline#r1"]["results"][0]
-    assert row["completed"] == 8 and row["total_output_tokens"] == 8 * 16 and row["step_ms"] > 0
+    assert row["completed"] == 4 and row["total_output_tokens"] == 4 * 8 and row["step_ms"] > 0
     server_info = json.loads((tmp_path / by["baseline#r1"]["client_file"]).read_text().splitlines()[-1])["server_info"]
     assert server_info["server"] == "stand-in"  # the client's own record names what it measured
     assert server_info["standin"]["planted"]["scale"] == scale

@@ -20,6 +20,7 @@ from pathlib import Path
 from tools import box_cache
 
 from .assemble import engine_info
+from .builtin_calls import BUILTINS
 from .cli import resolve_source
 from .fallbacks import fallbacks_for_kernels, tie_to_dict
 from .model import SM_VERSIONS, _jsonable
@@ -31,13 +32,38 @@ from .table import evaluate
 BRIEF_SCAN_KEYS = ("root", "engine", "sm_versions", "cuda", "files_scanned", "files_interpreted", "unresolved")
 
 
-def build(root: Path, sm: int, kernels: list, cuda: str | None, env: dict | None, brief: bool = False) -> dict:
+# The interpreter's builtins are module-level singletons holding closures: a kept scan names them instead.
+_BUILTIN_NAMES = {id(value): name for name, value in BUILTINS.items()}
+
+
+def scan_kept(root: Path, cuda: str | None, use_cache: bool = True):
+    """The scan of ``root``: kept on the box by tree, scanner and CUDA version (tools/box_cache.py), so that
+    evaluations for other sm, kernels or environments read one scan; scanned afresh without ``use_cache``."""
+    def fresh():
+        started = time.perf_counter()
+        result = scan(root, cuda=cuda)
+        print(f"gates: scanned {result.files_scanned} files in {time.perf_counter() - started:.1f}s", file=sys.stderr)
+        return result
+
+    if not use_cache:
+        return fresh()
+    started = time.perf_counter()
+    result, hit = box_cache.pickled(
+        "gates-scan", box_cache.scan_key(root, cuda, engine_info(root)), fresh,
+        persistent_id=lambda obj: ("builtin", _BUILTIN_NAMES[id(obj)]) if id(obj) in _BUILTIN_NAMES else None,
+        persistent_load=lambda pid: BUILTINS[pid[1]])
+    if hit:
+        print(f"gates: the scan of {result.files_scanned} files kept on this box for this tree and scanner, read in "
+              f"{time.perf_counter() - started:.1f}s", file=sys.stderr)
+    return result
+
+
+def build(root: Path, sm: int, kernels: list, cuda: str | None, env: dict | None, brief: bool = False,
+          use_cache: bool = True) -> dict:
     """The JSON object the box prints (deterministic for the same tree and arguments). ``brief`` keeps
     of the scan only what the evaluation does not already say (counts instead of the gate, helper,
     constant and probe lists): the investigation journals every result, and the full scan is ~2 MB."""
-    started = time.perf_counter()
-    result = scan(root, cuda=cuda)
-    print(f"gates: scanned {result.files_scanned} files in {time.perf_counter() - started:.1f}s", file=sys.stderr)
+    result = scan_kept(root, cuda, use_cache)
     rows = evaluate(result, sm, env=env)
     ties = fallbacks_for_kernels(result, sm, kernels) if kernels else []
     return {
@@ -93,7 +119,7 @@ def main(argv: list | None = None) -> int:
             print(f"gates: {out['scan']['files_scanned']} files, the result kept on this box for this tree, scanner and "
                   f"arguments ({box_cache.cache_dir('gates')}/{cache_key[:12]}...)", file=sys.stderr)
         else:
-            out = build(root, args.sm, args.kernels, args.cuda, env or None, brief=args.brief)
+            out = build(root, args.sm, args.kernels, args.cuda, env or None, brief=args.brief, use_cache=not args.no_cache)
             box_cache.put("gates", cache_key, out)
     except Exception:
         traceback.print_exc(file=sys.stderr)
