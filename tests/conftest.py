@@ -76,6 +76,10 @@ def pytest_xdist_make_scheduler(config, log):
     xdist 3.8 marks a group by rewriting item._nodeid, which pytest 9 no longer reads.)"""
     from xdist.scheduler import LoadScopeScheduling
 
+    # xdist's default reorders the scopes by their number of tests, which puts the many small unit tests before
+    # the long investigations and leaves a worker idle behind them at the end: keep the order made below.
+    config.option.loadscopereorder = False
+
     class FileGroups(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return GROUPS.get(_module(nodeid)) or nodeid.split("::", 1)[0]
