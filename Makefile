@@ -12,7 +12,7 @@ TEST_WORKERS ?= 2
 PYTEST_ARGS ?=
 PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS)
 
-.PHONY: setup setup-ssh-tests investigate test test-quick
+.PHONY: setup setup-ssh-tests investigate test test-quick sm120-compile
 setup: $(VENV)/.installed
 
 # torch is pinned to the CPU build that lies on this kind of machine (an unpinned torch pulls a
@@ -44,3 +44,19 @@ test: setup setup-ssh-tests
 
 test-quick: setup
 	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
+
+# The sm_120 split-K family's ahead-of-time compile for sm_120 under both Tritons it must build with: this
+# venv's (3.9, CI's) and 3.6 (the H200 image's), the latter in a venv of its own (torch's CPU build and the
+# triton 3.6.0 wheel, which carries its ptxas). No GPU. Writes benchmarks/results/sm120-20261205/.
+SM120_OUT ?= benchmarks/results/sm120-20261205
+VENV36 ?= .venv-triton36
+$(VENV36)/.installed:
+	$(PYTHON) -m venv $(VENV36)
+	$(VENV36)/bin/python -m pip install -q --upgrade pip
+	$(VENV36)/bin/python -m pip install -q torch==2.13.0 triton==3.6.0 numpy
+	touch $@
+
+sm120-compile: setup $(VENV36)/.installed
+	$(PY) scripts/sm120_splitk_compile.py $(SM120_OUT)/sm120_compile_triton39.json
+	$(VENV36)/bin/python scripts/sm120_splitk_compile.py $(SM120_OUT)/sm120_compile_triton36.json
+	$(PY) scripts/sm120_splitk_compile.py --compare $(SM120_OUT)/sm120_vs_sm90_triton39.json

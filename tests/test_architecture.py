@@ -37,11 +37,12 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imports(path: Path, *, top_level_only: bool) -> set[str]:
-    """Absolute names of the modules `path` imports (relative imports resolved)."""
+def _imports(path: Path, *, top_level_only: bool, main_block: bool = False) -> set[str]:
+    """Absolute names of the modules `path` imports (relative imports resolved); with ``main_block``, the
+    imports of its `if __name__ == "__main__":` block count as top level too."""
     tree = ast.parse(path.read_text(), filename=str(path))
     package = _module_name(path) if path.name == "__init__.py" else _module_name(path).rpartition(".")[0]
-    nodes = _top_level_nodes(tree) if top_level_only else ast.walk(tree)
+    nodes = _top_level_nodes(tree, main_block) if top_level_only else ast.walk(tree)
     out: set[str] = set()
     for node in nodes:
         if isinstance(node, ast.Import):
@@ -56,15 +57,15 @@ def _imports(path: Path, *, top_level_only: bool) -> set[str]:
     return out
 
 
-def _top_level_nodes(tree: ast.Module):
+def _top_level_nodes(tree: ast.Module, main_block: bool = False):
     """Statements run at import time: the module body, its `if`/`try` blocks, never `if TYPE_CHECKING:`
-    nor `if __name__ == "__main__":` (which runs only when the module is the program)."""
+    nor, unless ``main_block``, `if __name__ == "__main__":` (which runs only when the module is the program)."""
     stack = list(tree.body)
     while stack:
         node = stack.pop()
         if isinstance(node, ast.If):
             test = ast.unparse(node.test)
-            if "TYPE_CHECKING" in test or "__name__" in test:
+            if "TYPE_CHECKING" in test or ("__name__" in test and not main_block):
                 continue
             stack.extend(node.body + node.orelse)
         elif isinstance(node, ast.Try):
@@ -85,8 +86,11 @@ def test_layers_only_import_downward():
 
 
 def test_no_import_cycles():
+    """Nor through a module's `if __name__ == "__main__":` block: a module run as the program that imports a
+    module importing it back runs its own body twice (as __main__ and under its name); a CLI lives in an
+    entry module of its own (a package's __main__.py)."""
     files = {_module_name(p): p for p in _python_files(PACKAGES)}
-    graph = {mod: {name for name in _imports(path, top_level_only=True) if name in files and name != mod}
+    graph = {mod: {name for name in _imports(path, top_level_only=True, main_block=True) if name in files and name != mod}
              for mod, path in files.items()}
     cycles = [sorted(c) for c in _strongly_connected(graph) if len(c) > 1]
     assert not cycles, "modules that import each other at import time: " + "; ".join(" <-> ".join(c) for c in cycles)

@@ -177,7 +177,8 @@ def test_a_gluon_launch_is_said_to_be_gluon_and_not_read(tmp_path):
     rows, problems = r2.read_rewrite_grid(s, target, box, 16, "_split_kernel_ws", calls, [])
     assert [t for t, _ in s.asked] == ["kernel.splitk_plan", "kernel.grid"]  # the declared point only
     assert "Gluon" in rows[0]["note"] and rows[0]["report"] is None and not problems
-    assert rows[1]["kernel"] in ("_split_kernel", "_split_dhalf_kernel") and rows[1]["diagnosis"]["inner_product"] == "tensor-core dot"
+    # the declared sm_120 point reads the sm_120 family's kernel, a Triton-language one, from its own file
+    assert rows[1]["kernel"] == "_split_kernel_sm120" and rows[1]["diagnosis"]["inner_product"] == "tensor-core dot"
 
 
 def test_a_dominant_kernel_that_is_not_the_rewrites_points_the_grid_at_the_rewrites_largest():

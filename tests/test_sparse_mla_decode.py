@@ -45,11 +45,15 @@ def _interpreted(args: list[str], timeout: int = 600) -> subprocess.CompletedPro
 @pytest.mark.parametrize(
     "heads,config,splits,with_upstream",
     # The upstream kernel does not depend on our tile shape: compared twice, not for every shape.
-    [(4, "small", 2, True), (8, "medium", 2, False), (8, "large", 2, False), (8, "auto", None, True)],
+    # The sm_120 family (_split_kernel_sm120) by name, and as the sm_120 plan picks it (--plan-arch 120).
+    [(4, "small", 2, True), (8, "medium", 2, False), (8, "large", 2, False), (8, "auto", None, True),
+     (4, "sm120_small", 2, False), (8, "sm120_medium", 2, False), (8, "sm120_large", 2, False),
+     (8, "auto@120", None, False)],
 )
 def test_check_matches_reference_and_upstream(heads, config, splits, with_upstream):
-    args = ["-m", "tools.kernels.sparse_mla_decode", "check", "--batch", "3", "--topk", "150"]
-    args += ["--heads", str(heads), "--device", "cpu", "--config", config]
+    args = ["-m", "tools.kernels.splitk", "check", "--batch", "3", "--topk", "150"]
+    config, _, plan = config.partition("@")
+    args += ["--heads", str(heads), "--device", "cpu", "--config", config] + (["--plan-arch", plan] if plan else [])
     if splits:
         args += ["--num-splits", str(splits)]
     if not with_upstream:
@@ -59,6 +63,8 @@ def test_check_matches_reference_and_upstream(heads, config, splits, with_upstre
     result = json.loads(proc.stdout)
     assert result["ok"]
     assert set(result["variants"]) == set(check.VARIANTS)
+    if plan or config.startswith("sm120"):  # the sm_120 kernel ran
+        assert result["config_name"].startswith("sm120_") and result["plan_arch"] == (120 if plan else None), result
     for res in result["variants"].values():
         if splits:
             assert res["splits"] == splits
@@ -310,7 +316,7 @@ def test_bad_inputs_rejected():
 
 def test_cli_bad_input_exits_2():
     proc = subprocess.run(
-        [sys.executable, "-m", "tools.kernels.sparse_mla_decode", "check", "--batch", "0", "--topk", "8"],
+        [sys.executable, "-m", "tools.kernels.splitk", "check", "--batch", "0", "--topk", "8"],
         cwd=REPO, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 2
@@ -362,7 +368,7 @@ def test_each_cache_runs_the_config_its_own_width_calls_for(monkeypatch):
                 ("window+compressed", "large_ws", 1152, True)]
             assert plan["launches"][0]["splits"] == tiles.choose_num_splits(batch, 1152, heads, sms, arch)
             continue
-        assert tuple(l["config_name"] for l in plan["launches"]) == ("medium", "large")
+        assert tuple(l["config_name"] for l in plan["launches"]) == ("sm120_medium", "sm120_large")  # the sm_120 family
         assert [l["splits"] for l in plan["launches"]] == [tiles.choose_num_splits(batch, w, heads, sms, arch) for w in (128, 1024)]
 
     from tools.engines.reference import attention

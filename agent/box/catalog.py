@@ -91,7 +91,7 @@ def _sglang_env(args: dict) -> dict[str, str]:
 
 def _splitk(action: str):
     def command(py: str, args: dict) -> list[str]:
-        argv = [py, "-m", "tools.kernels.sparse_mla_decode", action, "--batch", str(args["batch"]),
+        argv = [py, "-m", "tools.kernels.splitk", action, "--batch", str(args["batch"]),
                 "--topk", str(args["topk"]), "--heads", str(args["heads"])]
         if action == "check":
             argv += ["--device", args["device"], "--seed", str(args.get("seed", 0))]

@@ -29,7 +29,10 @@ from tools import trace
 
 # The rewrite's source as the box's tools read it: box-side tools run from the repository root.
 REWRITE_SOURCE = "tools/kernels/sparse_mla_decode.py"
-REWRITE_TRITON = ("_split_kernel", "_split_dhalf_kernel", "_combine_kernel")
+# The sm_120 kernel is defined in a file of its own and launched from REWRITE_SOURCE: its grid is read over
+# the folder that holds both.
+KERNEL_SOURCES = {"_split_kernel_sm120": "tools/kernels"}
+REWRITE_TRITON = ("_split_kernel", "_split_dhalf_kernel", "_split_kernel_sm120", "_combine_kernel")
 REWRITE_GLUON = ("_split_kernel_ws", "_split_kernel_sm90")  # @gluon.jit: not Triton-language code
 
 
@@ -138,7 +141,7 @@ def read_rewrite_grid(session: Session, target, box: dict, batch: int, kernel: s
             out.append(row)
             continue
         declared = point["where"] == "declared"
-        args = {"kernel": launch["kernel"], "source": REWRITE_SOURCE, "shapes": launch["shapes"], "dtypes": launch["dtypes"],
+        args = {"kernel": launch["kernel"], "source": KERNEL_SOURCES.get(launch["kernel"], REWRITE_SOURCE), "shapes": launch["shapes"], "dtypes": launch["dtypes"],
                 "sms": point["sms"] if declared else (box["sm_count"] or target.deployment.sm_count),
                 "arch": f"sm_{point['arch']}" if declared else (f"sm_{box['sm']}" if box["sm"] else f"sm_{target.deployment.sm}")}
         result = session.call("kernel.grid", args)

@@ -292,10 +292,10 @@ def _bind_call(kernel: KernelDef, site: LaunchSite, scope: Scope, ctx: Context) 
             if not isinstance(value, (tuple, list)) and aligned:
                 value = _iterable_branch(arg.value, scope, ctx)
             if isinstance(value, (tuple, list)) and aligned:
-                for item in value:
+                for index, item in enumerate(value):
                     if position < len(params):
                         values[params[position]] = item
-                        texts[params[position]] = f"{ctx.text(arg)}[{position}]"
+                        texts[params[position]] = f"{ctx.text(arg.value)}[{index}]"
                         names[params[position]] = _launcher_names(arg.value, scope)
                     position += 1
                 continue

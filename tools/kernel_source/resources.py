@@ -337,6 +337,7 @@ def compile_in_process(request: dict) -> dict:
         return usage.to_dict()
     usage.triton_version = triton.__version__
     started = time.perf_counter()
+    sass_mix: dict[str, int] = {}
     with tempfile.TemporaryDirectory(prefix="kernel_source_") as workdir, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Triton's deprecation notices are not results
         try:
@@ -377,6 +378,8 @@ def compile_in_process(request: dict) -> dict:
             ptxas = nvidia.get_ptxas(cc).path
             usage.ptxas = _tool_version(ptxas)
             usage.cubin = _cubin_resources(kernel.asm["cubin"], request["kernel_name"], Path(ptxas).parent / "cuobjdump", Path(workdir))
+            if request.get("sass_mix"):
+                sass_mix = cubin_sass_mix(kernel.asm["cubin"], Path(ptxas).parent / "cuobjdump", Path(workdir))
             if "STACK" in usage.cubin:
                 usage.triton_n_spills = usage.cubin["STACK"] // 4
             if usage.cubin.get("REG") not in (None, usage.registers):
@@ -385,7 +388,10 @@ def compile_in_process(request: dict) -> dict:
         except Exception as exc:  # whatever Triton raises compiling the kernel is this result's error, reported as such
             usage.error = f"{type(exc).__name__}: {str(exc).strip()[:2000]}"
     usage.compile_seconds = round(time.perf_counter() - started, 3)
-    return usage.to_dict()
+    out = usage.to_dict()
+    if request.get("sass_mix"):  # asked for only: every other caller's result keeps its keys
+        out["sass_mix"] = sass_mix if usage.ok else {}
+    return out
 
 
 def _tool_version(path: str) -> str:
@@ -407,6 +413,27 @@ def _cubin_resources(cubin: bytes, kernel_name: str, cuobjdump: Path, workdir: P
     except (OSError, subprocess.SubprocessError):
         return {}
     return parse_cuobjdump(out, kernel_name)
+
+
+_SASS_LINE = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*)")
+
+
+def cubin_sass_mix(cubin: bytes, cuobjdump: Path, workdir: Path) -> dict[str, int]:
+    """Instructions of the cubin's SASS by opcode (cuobjdump -sass; the opcode without its modifiers, a
+    predicate guard dropped): HMMA is mma.sync, HGMMA wgmma, LDL/STL local memory."""
+    if not cuobjdump.exists():
+        return {}
+    path = workdir / "kernel_sass.cubin"
+    path.write_bytes(cubin)
+    try:
+        text = subprocess.run([str(cuobjdump), "-sass", str(path)], capture_output=True, text=True, timeout=120).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    mix: dict[str, int] = {}
+    for line in text.splitlines():
+        if m := _SASS_LINE.match(line):
+            mix[m.group(1)] = mix.get(m.group(1), 0) + 1
+    return dict(sorted(mix.items()))
 
 
 def compile_resources(request: dict, python: str | None = None, timeout: float = 600) -> dict:

@@ -16,8 +16,8 @@ This module holds the Triton-language kernels with their gather and dequantizati
 (``_split_kernel``, ``_split_dhalf_kernel``, ``_combine_kernel``), their launches (``_launch_splits``) and
 the public entry points (``sparse_mla_decode``, ``sparse_mla_decode_into``, ``plan_splits``,
 ``workspace_shape``). ``tools.kernels.splitk`` holds the rest: the tile configs and the rule that picks
-one (``tiles``), the Hopper kernels in Gluon (``sm90``, ``sm90_ws``), the check, the timing and their CLI,
-``python -m tools.kernels.sparse_mla_decode check|bench ...`` (one JSON object).
+one (``tiles``), the sm_120 kernel (``sm120``), the Hopper kernels in Gluon (``sm90``, ``sm90_ws``), the
+check, the timing and their CLI, ``python -m tools.kernels.splitk check|bench ...`` (one JSON object).
 
 Kernels, launches and entry points share this file because three readers take it whole:
 - the grid reader reads the kernels and their launch expressions from this path, the one that the
@@ -31,7 +31,6 @@ Kernels, launches and entry points share this file because three readers take it
 
 from __future__ import annotations
 
-import sys
 from typing import Optional
 
 import torch
@@ -58,6 +57,8 @@ from tools.kernels.splitk.tiles import (
     side_stream,
     workspace_shape,
 )
+
+from tools.kernels.splitk.sm120 import _split_kernel_sm120
 
 if gluon is not None:
     from tools.kernels.splitk.sm90 import _split_kernel_sm90
@@ -432,13 +433,18 @@ def _cache_args(batch, k_cache, indices, topk_length):
 def _launch_splits(q3, k_cache, indices, topk_length, o_part, lse_part, softmax_scale, splits, split_offset, cfg,
                    extra=None):  # fmt: skip
     """One split launch over ``k_cache``; ``extra`` (extra_k_cache, extra_indices, extra_topk_length), with
-    LARGE_WS only: both caches' tokens as one row of ``splits`` splits (``_split_kernel_ws`` HAS_EXTRA)."""
+    LARGE_WS only: both caches' tokens as one row of ``splits`` splits (``_split_kernel_ws`` HAS_EXTRA).
+    Every split kernel takes the same pointers (``buffers``) and scalars (``scalars``) in the same order;
+    ``_split_kernel`` its P scratch between them, ``_split_kernel_ws`` the extra cache's after them."""
     batch, heads, _ = q3.shape
     idx, lens, page_size, page_bytes, fp8, u8, bf16 = _cache_args(batch, k_cache, indices, topk_length)
     topk, has_len = idx.shape[1], lens is not None
     lens = lens if has_len else idx  # any tensor when unused
     if extra is not None and not cfg.ws_regs:
         raise ValueError("only LARGE_WS (_split_kernel_ws) reads two caches in one launch")
+    buffers = (q3, fp8, u8, bf16, idx, lens, o_part, lse_part)
+    scalars = (float(softmax_scale) * LOG2E, page_size, page_bytes, page_size * dsv4_cache.DATA_STRIDE, heads, topk,
+               splits, split_offset, o_part.shape[1], q3.stride(0), q3.stride(1), idx.stride(0))  # fmt: skip
     if cfg.sm90:
         if gluon is None or device_arch(q3.device) != SM90_ARCH:
             raise RuntimeError("the sm90 kernel needs Triton's Gluon and a compute capability 9.0 GPU")
@@ -446,11 +452,7 @@ def _launch_splits(q3, k_cache, indices, topk_length, o_part, lse_part, softmax_
             x_idx, x_lens, x_page_size, x_page_bytes, _, x_u8, x_bf16 = (
                 _cache_args(batch, *extra) if extra is not None else (idx, None, page_size, page_bytes, fp8, u8, bf16))
             _split_kernel_ws[(triton.cdiv(heads, 64), splits, batch)](
-                q3, fp8, u8, bf16, idx, lens, o_part, lse_part,
-                float(softmax_scale) * LOG2E, page_size, page_bytes, page_size * dsv4_cache.DATA_STRIDE,
-                heads, topk, splits, split_offset, o_part.shape[1],
-                q3.stride(0), q3.stride(1), idx.stride(0),
-                x_u8, x_bf16, x_idx, x_lens if x_lens is not None else x_idx,
+                *buffers, *scalars, x_u8, x_bf16, x_idx, x_lens if x_lens is not None else x_idx,
                 x_page_size, x_page_bytes, x_page_size * dsv4_cache.DATA_STRIDE, x_idx.shape[1], x_idx.stride(0),
                 HAS_TOPK_LEN=has_len, BLOCK_T=cfg.block_t, STAGES=cfg.num_stages, CONSUMER_REGS=cfg.ws_regs[0],
                 PRODUCER_REGS=cfg.ws_regs[1], BATCH=cfg.ws_batch, ABLATE=cfg.ablate, HAS_EXTRA=extra is not None,
@@ -458,21 +460,20 @@ def _launch_splits(q3, k_cache, indices, topk_length, o_part, lse_part, softmax_
             )  # fmt: skip
             return
         _split_kernel_sm90[(triton.cdiv(heads, 64), splits, batch)](
-            q3, fp8, u8, bf16, idx, lens, o_part, lse_part,
-            float(softmax_scale) * LOG2E, page_size, page_bytes, page_size * dsv4_cache.DATA_STRIDE,
-            heads, topk, splits, split_offset, o_part.shape[1],
-            q3.stride(0), q3.stride(1), idx.stride(0),
-            HAS_TOPK_LEN=has_len, BLOCK_T=cfg.block_t, DEQUANT_ROWS=cfg.dequant_rows, num_warps=cfg.num_warps,
+            *buffers, *scalars, HAS_TOPK_LEN=has_len, BLOCK_T=cfg.block_t, DEQUANT_ROWS=cfg.dequant_rows,
+            num_warps=cfg.num_warps,
+        )  # fmt: skip
+        return
+    if cfg.sm120:
+        _split_kernel_sm120[(triton.cdiv(heads, cfg.block_h), splits, batch)](
+            *buffers, *scalars, HAS_TOPK_LEN=has_len, BLOCK_H=cfg.block_h, BLOCK_T=cfg.block_t,
+            INTERPRETER=_interpreting(), num_warps=cfg.num_warps, num_stages=cfg.num_stages,
         )  # fmt: skip
         return
     if cfg.d_halves:
         _split_dhalf_kernel[(2 * triton.cdiv(heads, cfg.block_h), splits, batch)](
-            q3, fp8, u8, bf16, idx, lens, o_part, lse_part,
-            float(softmax_scale) * LOG2E, page_size, page_bytes, page_size * dsv4_cache.DATA_STRIDE,
-            heads, topk, splits, split_offset, o_part.shape[1],
-            q3.stride(0), q3.stride(1), idx.stride(0),
-            HAS_TOPK_LEN=has_len, BLOCK_H=cfg.block_h, BLOCK_T=cfg.block_t, INTERPRETER=_interpreting(),
-            num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+            *buffers, *scalars, HAS_TOPK_LEN=has_len, BLOCK_H=cfg.block_h, BLOCK_T=cfg.block_t,
+            INTERPRETER=_interpreting(), num_warps=cfg.num_warps, num_stages=cfg.num_stages,
         )  # fmt: skip
         return
     grid = (triton.cdiv(heads, cfg.block_h), splits, batch)
@@ -483,13 +484,9 @@ def _launch_splits(q3, k_cache, indices, topk_length, o_part, lse_part, softmax_
     else:
         scratch = alpha_scratch = o_part
     _split_kernel[grid](
-        q3, fp8, u8, bf16, idx, lens, o_part, lse_part, scratch, alpha_scratch,
-        float(softmax_scale) * LOG2E, page_size, page_bytes, page_size * dsv4_cache.DATA_STRIDE,
-        heads, topk, splits, split_offset, o_part.shape[1],
-        q3.stride(0), q3.stride(1), idx.stride(0),
-        HAS_TOPK_LEN=has_len, BLOCK_H=cfg.block_h, BLOCK_T=cfg.block_t, P_SCRATCH=cfg.p_scratch,
-        INTERPRETER=_interpreting(), ABLATE=cfg.ablate,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        *buffers, scratch, alpha_scratch, *scalars, HAS_TOPK_LEN=has_len, BLOCK_H=cfg.block_h, BLOCK_T=cfg.block_t,
+        P_SCRATCH=cfg.p_scratch, INTERPRETER=_interpreting(), ABLATE=cfg.ablate, num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages,
     )  # fmt: skip
 
 
@@ -592,8 +589,3 @@ def sparse_mla_decode(
     )  # fmt: skip
     return out, lse.view(batch, heads, 1)
 
-
-if __name__ == "__main__":
-    from tools.kernels.splitk.cli import main
-
-    sys.exit(main())

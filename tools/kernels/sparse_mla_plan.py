@@ -27,6 +27,8 @@ def kernel_of(cfg) -> tuple[str, bool]:
     """(kernel name, whether it is Triton-language code) of a tile config, as ``_launch_splits`` picks it."""
     if cfg.sm90:
         return ("_split_kernel_ws" if cfg.ws_regs else "_split_kernel_sm90"), False
+    if cfg.sm120:
+        return "_split_kernel_sm120", True
     return ("_split_dhalf_kernel" if cfg.d_halves else "_split_kernel"), True
 
 

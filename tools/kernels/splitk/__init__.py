@@ -4,5 +4,5 @@ The Triton-language kernels, their launches and the public entry points are ``to
 (one file, for the readers its docstring names). Here: ``tiles`` (the tile configs, the rule that picks one
 and the split count), ``gluon_lang`` (Triton's Gluon dialect, or None), ``sm90`` and ``sm90_ws`` (the Hopper
 kernels in Gluon), ``check`` (the correctness check at one shape), ``timing`` (the timing at one shape) and
-``cli`` (``python -m tools.kernels.sparse_mla_decode check|bench ...``, which runs ``cli.main``).
+``sm120`` (the sm_120 kernel) and ``cli`` (``python -m tools.kernels.splitk check|bench ...``, ``__main__``).
 """

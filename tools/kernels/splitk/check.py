@@ -1,4 +1,4 @@
-"""The correctness check of the split-K decode at one shape (``python -m tools.kernels.sparse_mla_decode check``).
+"""The correctness check of the split-K decode at one shape (``python -m tools.kernels.splitk check``).
 
 ``run_check`` draws fresh random inputs (``make_case``: invalid indices, short valid lengths, a top-k that
 is no multiple of the tile, duplicated indices, clustered index runs), runs the kernel into poisoned (NaN)
@@ -9,12 +9,14 @@ buffers (``run_poisoned``) and compares it with the float32 reference
 from __future__ import annotations
 
 import math
+import os
 from typing import Optional
 
 import torch
 
 from tools.kernels import dsv4_cache, upstream
 from tools.kernels import sparse_mla_decode as smd
+from tools.kernels.splitk import declared
 from tools.kernels.splitk.tiles import NAMED, config_name, device_plan
 
 # Thresholds. The output is bf16 (8 significant bits: rounding alone is a relative error of up to
@@ -245,6 +247,9 @@ def run_check(
         "config_name": config_name(plan.cfg),
         "extra_config_name": config_name(plan.extra_cfg) if plan.extra_cfg is not None else None,
         "fused": plan.fused,
+        # the declared hardware's plan where one was asked for (tools/kernels/splitk/declared.py), else None
+        "plan_arch": int(os.environ[declared.PLAN_ARCH_ENV]) if os.environ.get(declared.PLAN_ARCH_ENV) else None,
+        "wgmma_off": os.environ.get(declared.WGMMA_OFF_ENV) == "1",
         "thresholds": {
             "out_norm_rel": OUT_NORM_REL_MAX,
             "out_norm_rel_vs_upstream": OUT_NORM_REL_MAX_VS_UPSTREAM,

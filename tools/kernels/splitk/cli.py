@@ -1,4 +1,4 @@
-"""Check and timing entry points of the split-K sparse MLA decode: ``python -m tools.kernels.sparse_mla_decode``.
+"""Check and timing entry points of the split-K sparse MLA decode: ``python -m tools.kernels.splitk``.
 
 ``check --batch B --topk K [--heads H] [--device cpu|cuda] [--seed S]`` draws fresh random inputs
 (invalid indices, short valid lengths, a top-k that is no multiple of the tile, duplicated indices,
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from typing import Optional
@@ -21,12 +22,13 @@ from typing import Optional
 import torch
 
 from tools.kernels import upstream
+from tools.kernels.splitk import declared
 from tools.kernels.splitk.check import CONFIGS, VARIANTS, run_check
 from tools.kernels.splitk.timing import run_bench
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m tools.kernels.sparse_mla_decode", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.kernels.splitk", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("check", "bench"):
         p = sub.add_parser(name)
@@ -41,6 +43,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="one call in the engine's form: --extra-topk for the compressed cache, --sink")
         p.add_argument("--extra-topk", type=int, default=None, help="with --engine-call: the compressed cache's index width")
         p.add_argument("--sink", action="store_true", help="with --engine-call: pass an attention sink")
+        p.add_argument("--plan-arch", type=int, default=None, metavar="SM",
+                       help="plan and compile as a GPU of this compute capability would (120: the sm_120 family; on a "
+                            "Hopper GPU with Triton's wgmma lowering off), on whatever device this runs")
         if name == "check":
             p.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu")
             p.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated of {','.join(VARIANTS)}")
@@ -49,6 +54,17 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[list[str]] = None) -> int:
     args = _parser().parse_args(argv)
+    if args.plan_arch is not None:
+        # before anything is compiled: Triton reads the wgmma switch as it compiles (declared.py)
+        box = None
+        if torch.cuda.is_available():
+            major, minor = torch.cuda.get_device_capability()
+            box = 10 * major + minor
+        try:
+            os.environ.update(declared.plan_env(args.plan_arch, box))
+        except ValueError as exc:
+            print(str(exc), file=sys.stderr)
+            return 2
     seed = args.seed if args.seed is not None else time.time_ns() % (2**31)
     if args.batch < 1 or args.topk < 1 or args.heads < 1:
         print("batch, topk and heads must be >= 1", file=sys.stderr)

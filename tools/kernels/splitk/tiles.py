@@ -2,8 +2,10 @@
 
 A ``KernelConfig`` is a tile shape and its launch options. SMALL, MEDIUM and LARGE (Triton language),
 LARGE_SM90 and LARGE_WS (Gluon, Hopper) are the named ones (``NAMED``, ``config_name``), each the fastest
-of its regime in the committed H200 sweeps; ``device_arch`` and ``_sm_count`` are the facts of the device
-that the rule reads.
+of its regime in the committed H200 sweeps; SM120_SMALL, SM120_MEDIUM and SM120_LARGE are the family for
+sm_120 (``_split_kernel_sm120``: mma.sync, each compiled for sm_120 with no spill). ``plan_arch`` (the
+device's compute capability, or the architecture PLAN_ARCH_ENV names: the declared hardware's plan run on
+a stand-in) and ``_sm_count`` are the facts of the device that the rule reads.
 Which kernel a config launches is ``tools.kernels.sparse_mla_decode._launch_splits``'s to say.
 """
 
@@ -19,6 +21,7 @@ import torch
 import triton
 
 from tools.kernels import dsv4_cache
+from tools.kernels.splitk import declared
 from tools.kernels.splitk.gluon_lang import gluon
 
 HEAD_DIM = dsv4_cache.HEAD_DIM  # 512
@@ -47,6 +50,7 @@ class KernelConfig:
     # Fewest tiles a split may get: a warp-specialized program overlaps its producer with its consumers
     # only from its second tile on, so one-tile splits pay the pipeline's fill and drain whole.
     min_tiles_per_split: int = 1
+    sm120: bool = False  # _split_kernel_sm120 (Triton language, mma.sync; the sm_120 family)
 
 
 # The three tile shapes the wrapper uses, each the fastest of its regime in the H200 sweep committed
@@ -60,10 +64,24 @@ LARGE_SM90 = KernelConfig(block_h=64, block_t=64, num_warps=8, num_stages=2, pro
 # Hopper, warp-specialized: a producer warpgroup dequantizes into a two-stage ring (see _split_kernel_ws).
 LARGE_WS = KernelConfig(block_h=64, block_t=64, num_warps=4, num_stages=2, programs_per_sm=1, sm90=True,
                         ws_regs=(208, 80), ws_batch=4, min_tiles_per_split=2)  # fmt: skip
+# sm_120 (_split_kernel_sm120). Each compiles for sm_120 under Triton 3.6 and 3.9 with 0 spill bytes and
+# 33-37 KB of shared memory (benchmarks/results/sm120-20261205/): registers 190-255 a thread, so SMALL's
+# 128 threads fit twice on an SM's 65,536 registers and the 256-thread MEDIUM and LARGE once. SMALL reads
+# each KV tile once per 16 heads (work too small to fill the chip otherwise); MEDIUM per 32; LARGE once
+# for all 64 heads of the block, at 128 accumulator registers a thread.
+SM120_SMALL = KernelConfig(block_h=16, block_t=32, num_warps=4, num_stages=1, programs_per_sm=2, sm120=True)
+SM120_MEDIUM = KernelConfig(block_h=32, block_t=64, num_warps=8, num_stages=1, programs_per_sm=1, sm120=True)
+SM120_LARGE = KernelConfig(block_h=64, block_t=32, num_warps=8, num_stages=1, programs_per_sm=1, sm120=True)
+SM120_CONFIGS = (SM120_SMALL, SM120_MEDIUM, SM120_LARGE)
 # By name: the CLI's --config choices, and the names the launch plan and the engine's call log give a config.
-NAMED = {"small": SMALL, "medium": MEDIUM, "large": LARGE, "large_sm90": LARGE_SM90, "large_ws": LARGE_WS}
+NAMED = {"small": SMALL, "medium": MEDIUM, "large": LARGE, "large_sm90": LARGE_SM90, "large_ws": LARGE_WS,
+         "sm120_small": SM120_SMALL, "sm120_medium": SM120_MEDIUM, "sm120_large": SM120_LARGE}
 WS_MAXNREG = 168  # 65536 registers over the 12 warps of the three warpgroups, rounded down to 8
 SM90_ARCH = 90
+SM120_ARCH = 120
+# Set to a compute capability (120), the wrapper plans as for that GPU on whatever GPU it runs: the declared
+# hardware's kernels timed on a stand-in (an H200 for an sm_120 deployment). The SM count stays the device's.
+PLAN_ARCH_ENV = declared.PLAN_ARCH_ENV
 SMALL_TOKENS = 512  # batch * topk at or below which SMALL wins (1x512: 9.7 us against 10.5 and 13.5)
 MEDIUM_TOKENS = 8192  # ... and MEDIUM (1x2048: 12.6 us against 14.7; 4x2048: 19.4 against 20.7)
 # ... on Hopper, where LARGE_WS takes over sooner (run 7 sweep: 2x2048 MEDIUM 15.2 us against 15.5;
@@ -78,7 +96,7 @@ HOPPER_MEDIUM_TOKENS = 4096
 # stream): 1.21-1.56x at B <= 4 (SMALL window), 0.99-1.32x at B = 8 and 0.98-1.12x at B 16-32 (MEDIUM);
 # at B >= 48 both caches run LARGE_WS, each launch fills the chip, and the call keeps one stream.
 # (Where the joined row picks LARGE_WS, Hopper fuses the two launches into one instead: ``fuses``.)
-BESIDE_CONFIGS = (SMALL, MEDIUM)
+BESIDE_CONFIGS = (SMALL, MEDIUM, SM120_SMALL, SM120_MEDIUM)
 
 
 _SIDE_STREAMS: dict[int, "torch.cuda.Stream"] = {}
@@ -108,9 +126,14 @@ def choose_config(batch: int, topk: int, heads: int, arch: Optional[int] = None)
     programs (MEDIUM, ``_split_dhalf_kernel``); large ones read each KV tile once for all 64 heads
     with 8 warps and 64-token tiles (LARGE), on Hopper (``arch`` 90, see ``device_arch``) with the
     warp-specialized Gluon kernel (LARGE_WS), which Triton-language code cannot express, and which
-    takes over from MEDIUM at half MEDIUM_TOKENS (HOPPER_MEDIUM_TOKENS).
+    takes over from MEDIUM at half MEDIUM_TOKENS (HOPPER_MEDIUM_TOKENS). On sm_120 (``arch`` 120) the same
+    regimes run the sm_120 family (SM120_SMALL, SM120_MEDIUM, SM120_LARGE), none of which spills there.
     """
     work = batch * topk
+    if arch == SM120_ARCH:
+        if heads < 64 or work <= SMALL_TOKENS:
+            return SM120_SMALL
+        return SM120_MEDIUM if work <= MEDIUM_TOKENS else SM120_LARGE
     if heads < 64 or work <= SMALL_TOKENS:
         return SMALL
     hopper = arch == SM90_ARCH and gluon is not None
@@ -173,6 +196,19 @@ def device_arch(device: torch.device) -> Optional[int]:
     return 10 * major + minor
 
 
+def plan_arch(device: torch.device) -> Optional[int]:
+    """The compute capability the wrapper plans for: the one PLAN_ARCH_ENV names where it is set (on the CPU
+    too, so that the interpreter runs the declared hardware's Triton-language kernels), else ``device_arch``."""
+    forced = os.environ.get(PLAN_ARCH_ENV, "").strip()
+    if not forced:
+        return device_arch(device)
+    if not forced.isdigit():
+        raise ValueError(f"{PLAN_ARCH_ENV} must be a compute capability such as 120, not {forced!r}")
+    if int(forced) == SM90_ARCH and device_arch(device) != SM90_ARCH:
+        raise ValueError(f"{PLAN_ARCH_ENV}=90 plans Hopper's kernels, which run on a compute capability 9.0 GPU only")
+    return int(forced)
+
+
 def _sm_count(device: torch.device) -> int:
     if device.type == "cuda":
         return torch.cuda.get_device_properties(device).multi_processor_count
@@ -186,7 +222,7 @@ def plan_splits(batch, topk, heads, device, num_splits=None) -> int:
         if num_splits < 1:
             raise ValueError("num_splits must be >= 1")
         return int(num_splits)
-    return choose_num_splits(batch, topk, heads, _sm_count(device), device_arch(device))
+    return choose_num_splits(batch, topk, heads, _sm_count(device), plan_arch(device))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -246,8 +282,9 @@ def plan_call(batch, topk, heads, arch, sms, extra_topk=None, num_splits=None, c
 
 
 def device_plan(batch, topk, heads, device, extra_topk=None, num_splits=None, config=None, fused=None) -> CallPlan:
-    """``plan_call`` for a torch device, as the wrapper plans on it."""
-    return plan_call(batch, topk, heads, device_arch(device), _sm_count(device), extra_topk, num_splits, config, fused)
+    """``plan_call`` for a torch device, as the wrapper plans on it (a second stream on a CUDA device only)."""
+    plan = plan_call(batch, topk, heads, plan_arch(device), _sm_count(device), extra_topk, num_splits, config, fused)
+    return plan if device.type == "cuda" or not plan.beside else dataclasses.replace(plan, beside=False)
 
 
 def workspace_shape(batch, heads, topk, device, num_splits=None, extra_topk=None, config=None, fused=None) -> int:

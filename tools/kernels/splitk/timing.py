@@ -1,4 +1,4 @@
-"""The timing of the split-K decode at one shape, CUDA only (``python -m tools.kernels.sparse_mla_decode bench``).
+"""The timing of the split-K decode at one shape, CUDA only (``python -m tools.kernels.splitk bench``).
 
 ``run_bench``: CUDA-graph replay and ``triton.testing.do_bench`` medians of the kernel, and of the
 upstream SGLang kernel, at one shape with a warm L2.
@@ -6,13 +6,17 @@ upstream SGLang kernel, at one shape with a warm L2.
 
 from __future__ import annotations
 
+import os
 import statistics
+import tempfile
+from pathlib import Path
 from typing import Callable
 
 import torch
 
 from tools.kernels import dsv4_cache, upstream
 from tools.kernels import sparse_mla_decode as smd
+from tools.kernels.splitk import declared
 from tools.kernels.splitk.check import _call_args, _variant, configs_run, make_case
 from tools.kernels.splitk.tiles import config_name
 
@@ -57,6 +61,32 @@ def do_bench_us(fn: Callable[[], object]) -> float:
     return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")) * 1000.0
 
 
+def compiled_sass(kernels) -> dict[str, dict[str, int]]:
+    """The SASS instruction mix (cuobjdump) of every variant of ``kernels`` (Triton JIT functions) this process
+    compiled, by kernel name and then opcode summed over the variants, for the opcodes that tell which tensor
+    core path and whether local memory ran: HMMA (mma.sync), HGMMA (wgmma), LDL/STL (spills)."""
+    import triton
+    from triton.backends.nvidia import compiler as nvidia
+
+    from tools.kernel_source.resources import cubin_sass_mix
+
+    major, minor = torch.cuda.get_device_capability()
+    cuobjdump = Path(nvidia.get_ptxas(10 * major + minor).path).parent / "cuobjdump"
+    out: dict[str, dict[str, int]] = {}
+    with tempfile.TemporaryDirectory(prefix="splitk_sass_") as workdir:
+        for fn in kernels:
+            fn = getattr(fn, "fn", fn) if not isinstance(fn, triton.runtime.jit.JITFunction) else fn
+            caches = getattr(fn, "device_caches", None) or {}
+            for entry in caches.values():
+                for compiled in entry[0].values():
+                    mix = cubin_sass_mix(compiled.asm["cubin"], cuobjdump, Path(workdir))
+                    row = out.setdefault(fn.__name__, {"variants": 0, "HMMA": 0, "HGMMA": 0, "LDL": 0, "STL": 0})
+                    row["variants"] += 1
+                    for op in ("HMMA", "HGMMA", "LDL", "STL"):
+                        row[op] += mix.get(op, 0)
+    return out
+
+
 def run_bench(batch, topk, heads, seed, with_upstream, num_splits, config=None, engine_call=None) -> dict:
     """Graph-replay and do_bench medians of the kernel (and upstream) at one shape, warm L2;
     with ``engine_call`` (as for ``run_check``) the call in the form the engine makes it."""
@@ -82,10 +112,17 @@ def run_bench(batch, topk, heads, seed, with_upstream, num_splits, config=None, 
         "extra_config_name": config_name(plan.extra_cfg) if plan.extra_cfg is not None else None,
         "splits": plan.splits,
         "fused": plan.fused,
+        "plan_arch": int(os.environ[declared.PLAN_ARCH_ENV]) if os.environ.get(declared.PLAN_ARCH_ENV) else None,
+        "wgmma_off": os.environ.get(declared.WGMMA_OFF_ENV) == "1",
         "rewrite_graph_us": statistics.median(samples),
         "rewrite_do_bench_us": do_bench_us(ours),
         "rewrite_samples_us": samples,
     }
+    try:
+        result["sass"] = compiled_sass([smd._split_kernel, smd._split_dhalf_kernel, smd._split_kernel_sm120,
+                                        smd._combine_kernel])  # fmt: skip
+    except Exception as exc:  # the timing stands; what the SASS could not say is said
+        result["sass"] = {"error": f"{type(exc).__name__}: {exc}"}
     if with_upstream:
         up = upstream.load().flash_mla_sparse_decode_triton
         up_samples = graph_replay_us([lambda: up(*args)], reps=5)
