@@ -27,8 +27,8 @@ import argparse
 import dataclasses
 import hashlib
 import json
-import os
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -68,6 +68,15 @@ def _run(cmd: list[str]) -> str | None:
         return None
 
 
+def _sglang_info() -> dict:
+    """The upstream kernel's file and sglang's version, or why there is none (a run that times only the rewrite
+    needs no sglang on the box)."""
+    try:
+        return {"sglang_kernel_file": str(upstream.kernel_path()), "sglang_version": upstream.sglang_version()}
+    except upstream.SglangMissing as exc:
+        return {"sglang_kernel_file": None, "sglang_version": None, "sglang_missing": str(exc)}
+
+
 def env_info() -> dict:
     smi = _run([
         "nvidia-smi", "--query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem,"
@@ -83,8 +92,7 @@ def env_info() -> dict:
         "triton": triton.__version__,
         "cuda": torch.version.cuda,
         "python": sys.version.split()[0],
-        "sglang_kernel_file": str(upstream.kernel_path()),
-        "sglang_version": upstream.sglang_version(),
+        **_sglang_info(),
         # The device machine's copy of the working tree may carry stale git metadata: GIT_REVISION, when
         # given, wins.
         "git_revision": os.environ.get("GIT_REVISION") or _run(["git", "-C", str(REPO), "rev-parse", "HEAD"]),
@@ -343,6 +351,10 @@ def main() -> int:
     parser.add_argument("--grid", action="store_true")
     parser.add_argument("--grid-budget-s", type=float, default=330.0)
     parser.add_argument("--grid-shapes", default="", help="e.g. '64x2048,1x512' (default: the whole grid)")
+    parser.add_argument("--grid-impls", default="", help="comma-separated of rewrite,upstream,flashmla,probe (default: all)")
+    parser.add_argument("--plan-arch", type=int, default=None, metavar="SM",
+                        help="the rewrite planned as that GPU's (120: the sm_120 family, with Triton's wgmma lowering off "
+                             "on a Hopper GPU); set before anything is compiled, so run it as a process of its own")
     parser.add_argument("--sweep-configs", default="", help="comma-separated names of SWEEP_CONFIGS")
     parser.add_argument("--sweep-shapes", default="", help="e.g. '64x2048:1,2;1x512:8,16'")
     parser.add_argument("--probe", default="", help="run one SWEEP_CONFIGS entry --iters times (for ncu) and exit")
@@ -353,6 +365,13 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("needs a CUDA device", file=sys.stderr)
         return 2
+    if args.plan_arch is not None:
+        from tools.kernels.splitk import declared
+
+        major, minor = torch.cuda.get_device_capability()
+        os.environ.update(declared.plan_env(args.plan_arch, 10 * major + minor))
+    if args.grid_impls:
+        sparse_mla_grid.IMPLS = frozenset(args.grid_impls.split(","))
     if args.probe:
         shape, splits = args.probe_shape.split(":")
         batch, topk = (int(x) for x in shape.split("x"))

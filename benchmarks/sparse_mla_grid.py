@@ -52,6 +52,9 @@ WINDOW_PAGES = 4096  # window pages in the cache (1M tokens): cold sets take dif
 COLD_FOOTPRINT = 3 * 60e6  # bytes of distinct KV a cold rotation touches (L2 is 60 MB)
 MAX_SETS = 400
 DEVICE = "cuda"  # a module constant so that a dry run of the plumbing can point it at the CPU
+# What a cell times (--grid-impls): the rewrite as planned in this process, upstream, FlashMLA, and the launch
+# form the rule did not pick ("probe"). A run of the declared GPU's plan (--plan-arch) times the rewrite alone.
+IMPLS = frozenset({"rewrite", "upstream", "flashmla", "probe"})
 # FlashMLA's published figure for its sparse decode (README, "Performance"), for the 64/2048 cells.
 PUBLISHED = {
     "flashmla_sparse_decode_TFLOPs": 410,
@@ -246,7 +249,11 @@ def run_cell(batch, topk, pattern, form, caches, fm, fm_error, ceil, seed) -> di
     impls = {"rewrite": (lambda q_, s_: rewrite_call(q_, s_), True), "upstream": (upstream_call, False)}
     if fm is not None:
         impls["flashmla"] = (lambda q_, s_: flashmla_call(fm, q_, s_), True)
-    if form == "two_cache":
+    impls = {name: impl for name, impl in impls.items() if name in IMPLS}
+    if form == "two_cache" and "probe" not in IMPLS:
+        cell["fused"] = plan.fused
+        cell["streams"] = 2 if plan.beside else 1
+    if form == "two_cache" and "probe" in IMPLS:
         cell["fused"] = plan.fused
         cell["streams"] = 2 if plan.beside else 1
         # the launch form the rule did not pick, so the rule is held to a measurement at every cell
@@ -267,10 +274,10 @@ def run_cell(batch, topk, pattern, form, caches, fm, fm_error, ceil, seed) -> di
         except Exception as exc:  # a failing implementation is a result, not a crash of the grid
             cell[name] = {"error": f"{type(exc).__name__}: {str(exc)[:1000]}"}
             log(f"grid {batch}x{topk} {pattern} {form} {name} failed: {cell[name]['error'][:300]}")
-    if fm is None:
+    if fm is None and "flashmla" in IMPLS:
         cell["flashmla"] = {"error": fm_error}
     for name in ("flashmla", "upstream"):
-        if "warm_us" in cell[name] and "warm_us" in cell["rewrite"]:
+        if name in cell and "warm_us" in cell[name] and "warm_us" in cell.get("rewrite", {}):
             cell[f"speedup_vs_{name}_warm"] = cell[name]["warm_us"] / cell["rewrite"]["warm_us"]
             cell[f"speedup_vs_{name}_cold"] = cell[name]["cold_us"] / cell["rewrite"]["cold_us"]
     if "speedup_vs_flashmla_warm" in cell:
@@ -332,7 +339,7 @@ def summary_line(c: dict) -> str:
                                                                        ("rewrite_fused", "fused")) if name in c)
     configs = c["config"] + (" fused" if c.get("fused") else f"+{c['extra_config']} {c['streams']}s" if c.get("extra_config") else "")
     return (f"{c['batch']:3d} {c['topk']:4d} {c['pattern']:9s} {c['form']:9s} {configs:17s} | rw {_fmt(c['rewrite'])}"
-            f" | fm {_fmt(c['flashmla'])} | up {_fmt(c['upstream'])} | x fm {x}{extra}{mark}")  # fmt: skip
+            f" | fm {_fmt(c.get('flashmla', {}))} | up {_fmt(c.get('upstream', {}))} | x fm {x}{extra}{mark}")  # fmt: skip
 
 
 def clustered_case(batch: int, topk: int, heads: int, device, seed: int) -> dict:
@@ -374,7 +381,7 @@ def check_clustered(batch: int, topk: int, heads: int, device, seed: int) -> dic
 
 
 def _pair(cell: dict) -> str:
-    rw, fm = cell["rewrite"], cell["flashmla"]
+    rw, fm = cell["rewrite"], cell.get("flashmla", {})
     if "warm_us" not in rw or "warm_us" not in fm:
         return "n/a"
     mark = " †" if cell["flashmla_faster"] else ""

@@ -71,7 +71,9 @@ def split_args(cfg: tiles.KernelConfig, has_len: bool) -> list[dict]:
              _i("scale_section_off", 64 * 576), _i("heads", 64), _i("topk"), _i("num_splits"), _i("split_offset"),
              _i("total_splits"), _i("stride_qb", 64 * 512), _i("stride_qh", 512), _i("stride_ib")]
     args += [_c("HAS_TOPK_LEN", has_len), _c("BLOCK_H", cfg.block_h), _c("BLOCK_T", cfg.block_t)]
-    if cfg.d_halves or cfg.sm120:
+    if cfg.sm120:
+        args += [_c("INTERPRETER", False), _c("PREFETCH", cfg.prefetch)]
+    elif cfg.d_halves:
         args += [_c("INTERPRETER", False)]
     else:
         args += [_c("P_SCRATCH", cfg.p_scratch), _c("INTERPRETER", False), _c("ABLATE", 0)]

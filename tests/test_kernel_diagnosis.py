@@ -138,15 +138,26 @@ REWRITE_DTYPES = {"q_ptr": "bf16", "o_part_ptr": "fp32", "lse_part_ptr": "fp32",
 def test_rewrite_uses_tensor_cores_and_gathers_once_per_head_block(batch, topk, heads):
     """The rewrite's Triton kernels at the configs its wrapper picks for sm_120 (188 SMs). A KV tile is
     gathered once per head block: once in all when one block holds all heads, twice for the d-halves
-    kernel (each half program gathers the whole row to form S)."""
+    kernel (each half program gathers the whole row to form S). The sm_120 family's kernel reads a tile's
+    bytes twice a head block (group by group for S, whole for P V: the second read finds them in L1/L2),
+    which the diagnosis counts as two accesses: its factor is the head blocks times that of one block."""
     pytest.importorskip("triton")
+    from tools.kernels.sparse_mla_plan import kernel_of
+
     cfg, shapes = _rewrite_shapes(batch, topk, heads, 120, 188)
     if cfg.sm90:
         pytest.skip("the Gluon kernel is not Triton-language code")
-    kernel = "_split_dhalf_kernel" if cfg.d_halves else "_split_kernel"
+    kernel, _ = kernel_of(cfg)
     d = _diagnosis(ROOT / "tools" / "kernels", kernel, shapes, dtypes=REWRITE_DTYPES)  # the kernels and their launcher
     assert d["inner_product"] == "tensor-core dot" and d["multiply_reduce_lines"] == []
     head_blocks = -(-heads // cfg.block_h)
+    if cfg.sm120:
+        assert kernel == "_split_kernel_sm120" and d["independent_axes_of_gathers"] == [0]  # the head-block axis only
+        one_block = {**shapes, "heads": cfg.block_h}
+        single = _diagnosis(ROOT / "tools" / "kernels", kernel, one_block, dtypes=REWRITE_DTYPES)["gather_redundancy_factor"]
+        assert 1 < single <= 2 and d["gather_redundancy_factor"] == pytest.approx(head_blocks * single)
+        assert 2 * batch * topk * (8 * 64 + 8 + 64 * 2) <= d["unique_gathered_bytes"] < 2.1 * batch * topk * (8 * 64 + 8 + 64 * 2)
+        return
     assert d["gather_redundancy_factor"] == pytest.approx(head_blocks * (2 if cfg.d_halves else 1))
     if head_blocks == 1 and not cfg.d_halves:
         assert d["gather_redundancy_factor"] == pytest.approx(1.0)

@@ -42,7 +42,9 @@ def plan_point(point: dict) -> dict:
         device = torch.device(point["device"])
         if device.type == "cuda" and not torch.cuda.is_available():
             raise ValueError(f"{point.get('label')}: device cuda asked, none on this box")
-        arch, sms = tiles.device_arch(device), tiles._sm_count(device)
+        # "arch" beside "device": the declared GPU's plan on this device's SMs (a stand-in box, as the wrapper
+        # plans under tools/kernels/splitk/declared.PLAN_ARCH_ENV)
+        arch, sms = point.get("arch", tiles.device_arch(device)), tiles._sm_count(device)
     else:
         arch, sms = point.get("arch"), int(point["sms"])
     # the interpreter runs on this box only: a launch planned for another GPU is compiled code

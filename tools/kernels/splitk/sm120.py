@@ -62,10 +62,9 @@ def _sm120_group(cache_fp8_ptr, cache_u8_ptr, cache_bf16_ptr, valid, data_base, 
 
 
 @triton.jit
-def _sm120_tile(cache_fp8_ptr, cache_u8_ptr, cache_bf16_ptr, valid, data_base, scale_base, rope_base,
-                BLOCK_T: tl.constexpr, INTERPRETER: tl.constexpr):  # fmt: skip
-    """bf16 [BLOCK_T, 512] of the tokens (the P V dot's operand): the 8 groups of ``_sm120_group`` as one
-    [BLOCK_T, 8, 64] load, reshaped."""
+def _sm120_tile_bytes(cache_fp8_ptr, cache_u8_ptr, cache_bf16_ptr, valid, data_base, scale_base, rope_base):
+    """The raw bytes of the tokens' P V operand: fp8 nope [BLOCK_T, 8, 64] (group 7 empty), its scale bytes
+    [BLOCK_T, 8], bf16 rope [BLOCK_T, 1, 64]; issued early, they are in flight while S is formed."""
     g = tl.arange(0, 8)
     d = tl.arange(0, 64)
     is_nope = g < 7
@@ -73,6 +72,14 @@ def _sm120_tile(cache_fp8_ptr, cache_u8_ptr, cache_bf16_ptr, valid, data_base, s
                    mask=valid[:, None, None] & is_nope[None, :, None], other=0.0)  # fmt: skip
     sc = tl.load(cache_u8_ptr + scale_base[:, None] + g[None, :], mask=valid[:, None] & is_nope[None, :], other=127)
     rope = tl.load(cache_bf16_ptr + rope_base[:, None, None] + d[None, None, :], mask=valid[:, None, None], other=0.0)
+    return nope, sc, rope
+
+
+@triton.jit
+def _sm120_tile(nope, sc, rope, BLOCK_T: tl.constexpr, INTERPRETER: tl.constexpr):
+    """bf16 [BLOCK_T, 512] (the P V dot's operand) from ``_sm120_tile_bytes``: the 8 groups of
+    ``_sm120_group``, reshaped."""
+    is_nope = tl.arange(0, 8) < 7
     scale = tl.math.exp2(sc.to(tl.float32) - 127.0)
     if INTERPRETER:
         kv = (nope.to(tl.float32) * scale[:, :, None]).to(tl.bfloat16)
@@ -108,6 +115,7 @@ def _split_kernel_sm120(
     BLOCK_H: tl.constexpr,
     BLOCK_T: tl.constexpr,
     INTERPRETER: tl.constexpr,
+    PREFETCH: tl.constexpr = False,
 ):
     """One (head block, split, batch row): ``_split_kernel``'s contract (the slice's normalised float32
     output and base-2 LSE at split ``split_offset + split``; -inf and 0 for a slice with no valid token),
@@ -139,10 +147,21 @@ def _split_kernel_sm120(
     m_i = tl.full([BLOCK_H], -1.0e30, dtype=tl.float32)
     l_i = tl.zeros([BLOCK_H], dtype=tl.float32)
     acc = tl.zeros([BLOCK_H, 512], dtype=tl.float32)
+    idx_next = tl.load(idx_ptr + start + t_offs, mask=start + t_offs < end, other=-1)
     for t0 in range(start, end, BLOCK_T):
-        t = t0 + t_offs
-        idx = tl.load(idx_ptr + t, mask=t < end, other=-1)
+        if PREFETCH:
+            # the tile's indices were loaded an iteration ahead, and its P V bytes are issued before S is formed:
+            # the two loads a tile waits on are in flight behind other work (one program an SM hides no latency)
+            idx = idx_next
+            t_next = t0 + BLOCK_T + t_offs
+            idx_next = tl.load(idx_ptr + t_next, mask=t_next < end, other=-1)
+        else:
+            t = t0 + t_offs
+            idx = tl.load(idx_ptr + t, mask=t < end, other=-1)
         valid, data_base, scale_base, rope_base = _sm120_rows(idx, page_size, page_bytes, scale_section_off)
+        if PREFETCH:
+            nope, sc, rope = _sm120_tile_bytes(cache_fp8_ptr, cache_u8_ptr, cache_bf16_ptr, valid, data_base, scale_base,
+                                               rope_base)  # fmt: skip
         s = tl.zeros([BLOCK_H, BLOCK_T], dtype=tl.float32)
         for g in range(0, 8):  # a loop, not unrolled: one group's Q and K slices live at a time
             q = tl.load(q_group + g * 64, mask=h_mask[:, None], other=0.0)
@@ -158,8 +177,10 @@ def _split_kernel_sm120(
         p = tl.where(valid[None, :], tl.math.exp2(s - m_new[:, None]), 0.0)
         l_i = l_i * alpha + tl.sum(p, axis=1)
         p16 = p.to(tl.bfloat16)
-        kv = _sm120_tile(cache_fp8_ptr, cache_u8_ptr, cache_bf16_ptr, valid, data_base, scale_base, rope_base,
-                         BLOCK_T, INTERPRETER)  # fmt: skip
+        if not PREFETCH:
+            nope, sc, rope = _sm120_tile_bytes(cache_fp8_ptr, cache_u8_ptr, cache_bf16_ptr, valid, data_base, scale_base,
+                                               rope_base)  # fmt: skip
+        kv = _sm120_tile(nope, sc, rope, BLOCK_T, INTERPRETER)
         if INTERPRETER:
             acc = tl.dot(p16.to(tl.float32), kv.to(tl.float32), acc * alpha[:, None])
         else:

@@ -51,6 +51,7 @@ class KernelConfig:
     # only from its second tile on, so one-tile splits pay the pipeline's fill and drain whole.
     min_tiles_per_split: int = 1
     sm120: bool = False  # _split_kernel_sm120 (Triton language, mma.sync; the sm_120 family)
+    prefetch: bool = False  # _split_kernel_sm120: next tile's indices and this tile's P V bytes loaded ahead
 
 
 # The three tile shapes the wrapper uses, each the fastest of its regime in the H200 sweep committed
@@ -65,12 +66,15 @@ LARGE_SM90 = KernelConfig(block_h=64, block_t=64, num_warps=8, num_stages=2, pro
 LARGE_WS = KernelConfig(block_h=64, block_t=64, num_warps=4, num_stages=2, programs_per_sm=1, sm90=True,
                         ws_regs=(208, 80), ws_batch=4, min_tiles_per_split=2)  # fmt: skip
 # sm_120 (_split_kernel_sm120). Each compiles for sm_120 under Triton 3.6 and 3.9 with 0 spill bytes and
-# 33-37 KB of shared memory (benchmarks/results/sm120-20261205/): registers 190-255 a thread, so SMALL's
-# 128 threads fit twice on an SM's 65,536 registers and the 256-thread MEDIUM and LARGE once. SMALL reads
-# each KV tile once per 16 heads (work too small to fill the chip otherwise); MEDIUM per 32; LARGE once
-# for all 64 heads of the block, at 128 accumulator registers a thread.
-SM120_SMALL = KernelConfig(block_h=16, block_t=32, num_warps=4, num_stages=1, programs_per_sm=2, sm120=True)
-SM120_MEDIUM = KernelConfig(block_h=32, block_t=64, num_warps=8, num_stages=1, programs_per_sm=1, sm120=True)
+# 33-70 KB of shared memory (benchmarks/results/sm120-20261205/): SMALL reads each KV tile once per 16 heads
+# (work too small to fill the chip otherwise), MEDIUM per 32, LARGE once for all 64 heads of the block, at 128
+# accumulator registers a thread. Picked among the candidates that compile clean for sm_120 under both Tritons
+# (scripts/sm120_candidates.py: candidates_triton{36,39}.json) by their time on an H100 with Triton's wgmma
+# lowering off (tune_h100.jsonl): SMALL 11.5 us at 1x512 (the first family's 13.0), MEDIUM 26.6 at 4x2048
+# (28.7), LARGE 255.6 at 64x2048, the only 64-head tile clean under both. (Prefetching, PREFETCH, gained up
+# to 10% more but spills under one Triton or the other at these tiles: no config uses it.)
+SM120_SMALL = KernelConfig(block_h=16, block_t=32, num_warps=4, num_stages=3, programs_per_sm=1, sm120=True)
+SM120_MEDIUM = KernelConfig(block_h=32, block_t=64, num_warps=8, num_stages=2, programs_per_sm=1, sm120=True)
 SM120_LARGE = KernelConfig(block_h=64, block_t=32, num_warps=8, num_stages=1, programs_per_sm=1, sm120=True)
 SM120_CONFIGS = (SM120_SMALL, SM120_MEDIUM, SM120_LARGE)
 # By name: the CLI's --config choices, and the names the launch plan and the engine's call log give a config.

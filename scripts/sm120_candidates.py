@@ -1,0 +1,66 @@
+"""Tile candidates for the sm_120 family (issue 29): each compiled for sm_120 by the grid step's ahead-of-time
+compile (no GPU), kept only when clean (no spill, no stack, within 101,376 B of shared memory), so that the
+H200 proxy times only configs sm_120 can run as they are.
+
+    python scripts/sm120_candidates.py OUT.json      # every candidate's resources, and which are clean
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tools.kernels.splitk import tiles  # noqa: E402
+
+
+def candidates() -> list[tiles.KernelConfig]:
+    out = []
+    shapes = [(16, 32, 4), (16, 64, 4), (32, 32, 4), (32, 32, 8), (32, 64, 8), (64, 32, 8), (64, 64, 8)]
+    for block_h, block_t, warps in shapes:
+        for stages in (1, 2, 3):
+            for prefetch in (False, True):
+                if stages == 3 and block_h > 16:
+                    continue
+                out.append(tiles.KernelConfig(block_h=block_h, block_t=block_t, num_warps=warps, num_stages=stages,
+                                              programs_per_sm=1, sm120=True, prefetch=prefetch))
+    return out
+
+
+def name(cfg: tiles.KernelConfig) -> str:
+    return f"h{cfg.block_h}_t{cfg.block_t}_w{cfg.num_warps}_s{cfg.num_stages}" + ("_pf" if cfg.prefetch else "")
+
+
+def _compile(cfg_dict: dict) -> dict:
+    import importlib.util
+
+    from tools.kernel_source.resources import compile_resources
+
+    spec = importlib.util.spec_from_file_location("compile_script", REPO / "scripts" / "sm120_splitk_compile.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    cfg = tiles.KernelConfig(**cfg_dict)
+    usage = compile_resources(script.split_request("sm_120", cfg, True))
+    return {"name": name(cfg), "config": cfg_dict, "clean": script.clean(usage),
+            **{k: usage[k] for k in ("registers", "spill_stores", "spill_loads", "stack_frame", "shared_per_block", "error")}}
+
+
+def main() -> int:
+    import triton
+
+    with ProcessPoolExecutor(2) as pool:
+        rows = list(pool.map(_compile, [dataclasses.asdict(c) for c in candidates()]))
+    for r in rows:
+        print(f"{r['name']:22s} clean={r['clean']} regs={r['registers']} spill={r['spill_stores']}/{r['spill_loads']} "
+              f"stack={r['stack_frame']} smem={r['shared_per_block']} {(r['error'] or '')[:120]}")
+    Path(sys.argv[1]).write_text(json.dumps({"triton": triton.__version__, "arch": "sm_120", "candidates": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
