@@ -98,6 +98,8 @@ def _splitk(action: str):
         if "extra_topk" in args:  # one call in the engine's own form (its compressed cache, its sink)
             argv += ["--engine-call"] + (["--extra-topk", str(args["extra_topk"])] if args["extra_topk"] else [])
             argv += ["--sink"] if args.get("sink") else []
+        if args.get("plan_arch"):  # the declared GPU's plan on this box (tools/kernels/splitk/declared.py)
+            argv += ["--plan-arch", str(args["plan_arch"])]
         return argv
     return command
 

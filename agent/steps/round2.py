@@ -88,9 +88,10 @@ def widest_call(calls: list[dict]) -> dict:
     return max(calls, key=lambda c: max(c.get("topk") or 0, c.get("extra_topk") or 0))
 
 
-def plan_points(target, box: dict, batch: int, calls: list[dict]) -> list[dict]:
+def plan_points(target, box: dict, batch: int, calls: list[dict], plan_arch: int | None = None) -> list[dict]:
     """Where the rewrite's grid is read: the engine's widest call as it ran on the box (planned as the
-    wrapper plans there), and the deployment's call at the goal's concurrency planned for the declared
+    wrapper plans there: for ``plan_arch``, the declared GPU's plan the split-K step ran on a stand-in, on
+    the box's SMs), and the deployment's call at the goal's concurrency planned for the declared
     hardware (window cache of the sliding window's width, compressed cache of the index top-k). Rows
     run to their full top-k (``lengths`` off: the lengths only shorten a row's loop, so the bytes are
     those of full rows)."""
@@ -99,7 +100,8 @@ def plan_points(target, box: dict, batch: int, calls: list[dict]) -> list[dict]:
     heads = deployment.kernel_heads(target.model.heads)
     return [
         {"label": f"profiled B={batch}", "where": "box", "batch": call["batch"], "heads": call["heads"], "topk": call["topk"],
-         "extra_topk": call.get("extra_topk"), "lengths": False, "sink": bool(call.get("sink")), "device": box["device"]},
+         "extra_topk": call.get("extra_topk"), "lengths": False, "sink": bool(call.get("sink")), "device": box["device"],
+         **({"arch": plan_arch} if plan_arch else {})},
         {"label": f"deployment B={target.goal.concurrency}", "where": "declared", "batch": target.goal.concurrency, "heads": heads,
          "topk": target.model.sliding_window, "extra_topk": target.model.index_topk, "lengths": False, "sink": True,
          "arch": deployment.sm, "sms": deployment.sm_count},
@@ -114,11 +116,13 @@ def launch_for(kernel: str, planned: dict) -> dict:
 
 
 def read_rewrite_grid(session: Session, target, box: dict, batch: int, kernel: str, calls: list[dict],
-                      seqs: list[int]) -> tuple[list[dict], list[str]]:
+                      seqs: list[int], plan_arch: int | None = None) -> tuple[list[dict], list[str]]:
     """Plan the rewrite's launches at the points (``kernel.splitk_plan``), then read each
     Triton-language launch's grid and diagnosis (``kernel.grid``). Returns the points with their plan,
-    report and diagnosis, and problems (a failed call; a plan that differs from what the engine ran)."""
-    points = plan_points(target, box, batch, calls)
+    report and diagnosis, and problems (a failed call; a plan that differs from what the engine ran).
+    ``plan_arch``: the declared GPU whose plan the split-K step ran on this box (its kernels are compiled
+    for that architecture here too)."""
+    points = plan_points(target, box, batch, calls, plan_arch)
     plan = session.call("kernel.splitk_plan", {"points": [{k: v for k, v in p.items() if k != "where"} for p in points]})
     seqs.append(plan["seq"])
     if not plan["ok"]:
@@ -143,7 +147,7 @@ def read_rewrite_grid(session: Session, target, box: dict, batch: int, kernel: s
         declared = point["where"] == "declared"
         args = {"kernel": launch["kernel"], "source": KERNEL_SOURCES.get(launch["kernel"], REWRITE_SOURCE), "shapes": launch["shapes"], "dtypes": launch["dtypes"],
                 "sms": point["sms"] if declared else (box["sm_count"] or target.deployment.sm_count),
-                "arch": f"sm_{point['arch']}" if declared else (f"sm_{box['sm']}" if box["sm"] else f"sm_{target.deployment.sm}")}
+                "arch": f"sm_{point['arch']}" if "arch" in point else (f"sm_{box['sm']}" if box["sm"] else f"sm_{target.deployment.sm}")}
         result = session.call("kernel.grid", args)
         seqs.append(result["seq"])
         row["seq"] = result["seq"]
@@ -237,7 +241,8 @@ def round2(state: InvestigationState, session: Session, target: Target) -> Draft
     grid_points, problems = [], []
     if subject is not None:
         calls = [r["call"] for r in splitk.data.get("calls") or []]
-        grid_points, problems = read_rewrite_grid(session, target, box, batch, subject, calls, seqs)
+        grid_points, problems = read_rewrite_grid(session, target, box, batch, subject, calls, seqs,
+                                                  (splitk.data.get("plan") or {}).get("arch"))
     focus = _grid_tables(target, box, subject, subject_why, grid_points, tables, numbers)
     headline = _headline(finding_for(state, "levers"), top, dominant, unit, ceiling, what, short, focus)
     return Draft(
