@@ -343,7 +343,7 @@ def run_matrix() -> list[dict]:
     return rows
 
 
-def main() -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--table", action="store_true")
     parser.add_argument("--sweep", action="store_true")
@@ -361,7 +361,11 @@ def main() -> int:
     parser.add_argument("--probe-shape", default="64x2048:2")
     parser.add_argument("--iters", type=int, default=5)
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = _parser().parse_args()
     if not torch.cuda.is_available():
         print("needs a CUDA device", file=sys.stderr)
         return 2

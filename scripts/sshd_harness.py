@@ -58,6 +58,15 @@ def env_path(kind: str) -> Path:
     return ENV_CACHE / f"{kind}-{key}"
 
 
+@contextlib.contextmanager
+def _lock(path: Path):
+    """An exclusive lock on ``path`` (test servers of parallel workers start at once)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
 def build_env(kind: str) -> Path:
     """The cached environment of this kind, built when absent (under a lock: parallel runs build it once)."""
     path = env_path(kind)
@@ -186,16 +195,31 @@ class SSHD:
             self.start()
 
 
+# The box users' kept tool results (tools/box_cache.py), by kind.
+BOX_CACHE_KINDS = ("gates", "gates-scan", "sglang-client")
+
+
 @contextlib.contextmanager
-def running() -> "Iterator[SSHD]":
+def running(session: str | None = None) -> "Iterator[SSHD]":
     """A started test server, its box users and their environments ready and its host key recorded;
-    killed and removed on exit (the tests' fixture)."""
+    killed and removed on exit (the tests' fixture). The box users' kept tool results are emptied, as a new
+    host has them, when this server is the first of test session ``session`` (None: every server) to start:
+    the servers of one session share what its box users' runs keep, no result of another session's is read."""
     envs = {FULL_USER: build_env("full"), BARE_USER: build_env("bare")}
     for user in envs:
         entry = ensure_user(user)
-        # each test server starts with its box users' tool results empty (tools/box_cache.py), as a new host has them
-        for kind in ("gates", "sglang-client"):
-            shutil.rmtree(Path(entry.pw_dir) / ".cache" / "perf-investigator" / kind, ignore_errors=True)
+        cache = Path(entry.pw_dir) / ".cache" / "perf-investigator"
+        marker = cache / ".test-session"
+        with _lock(ENV_CACHE / f".{user}-cache.lock"):
+            if session is None or not marker.exists() or marker.read_text() != session:
+                for kind in BOX_CACHE_KINDS:
+                    shutil.rmtree(cache / kind, ignore_errors=True)
+                if session is not None:
+                    for directory in (cache.parent, cache):  # ~/.cache and its perf-investigator: the user's own
+                        directory.mkdir(exist_ok=True)
+                        shutil.chown(directory, entry.pw_uid, entry.pw_gid)
+                    marker.write_text(session)
+                    shutil.chown(marker, entry.pw_uid, entry.pw_gid)
     server = SSHD(Path(tempfile.mkdtemp(prefix="pi-sshd-")), envs).start()
     try:
         server.record_host_key()

@@ -21,8 +21,11 @@ NEEDS_SSHD = pytest.mark.skipif(os.geteuid() != 0 or not Path("/usr/sbin/sshd").
                                 reason="needs root, openssh-server and acl (make setup-ssh-tests)")
 
 @pytest.fixture(scope="module")
-def sshd():
-    with harness.running() as server:
+def sshd(tmp_path_factory):
+    # the servers of one test session share their box users' kept results (the first one starts them empty)
+    from conftest import _shared_dir
+
+    with harness.running(session=str(_shared_dir(tmp_path_factory))) as server:
         # the user key is offered by an agent, as a user's would be: the command line names no key
         sock = server.root / "agent.sock"
         keys = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -35,6 +35,10 @@ def ssh_sglang_run(sshd, tmp_path_factory) -> Path:
     target = yaml.safe_load((TARGETS_DIR / "dsv4-flash-sglang.yaml").read_text())
     target["levers"] = [lever for lever in target["levers"] if lever["name"] in SSH_LEVERS]
     assert {lever["name"] for lever in target["levers"]} == set(SSH_LEVERS)  # each still a lever of the shipped target
+    # The smallest load that still measures each healthy run (two requests of eight tokens, one warm-up): this run
+    # judges no timing (the local run holds the sweep to the planted effects at the target's own load), and each of
+    # its healthy launches spent some 16 s of a 2-core box on the target's three waves of 32 tokens.
+    target["engine"]["load_cpu"] = {"input_len": 16, "output_len": 8, "concurrency": 2, "num_prompts": 2, "warmup_prompts": 1}
     path = runs.parent / "dsv4-flash-sglang-over-ssh.yaml"
     path.write_text(yaml.safe_dump(target, sort_keys=False))
     out = agent("investigate", path, "--stand-in", *box_args(sshd), "--runs-dir", runs, "--decide", "auto",
