@@ -33,8 +33,12 @@ PY = "python3"  # the box users' environment comes first on their PATH (the harn
 
 
 @pytest.fixture(scope="module")
-def sshd():
-    with harness.running() as server:
+def sshd(tmp_path_factory):
+    # one session's servers share their box users' kept results: this one must not empty them under the
+    # investigations that other workers run over SSH at the same time
+    from conftest import _shared_dir
+
+    with harness.running(session=str(_shared_dir(tmp_path_factory))) as server:
         yield server
 
 
