@@ -20,9 +20,9 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[box,test]'
-	$(PY) -m pip install -q --no-deps sglang==0.5.23
+	$(PY) -m pip install -q --no-compile torch==2.13.0
+	$(PY) -m pip install -q --no-compile -e '.[box,test]'
+	$(PY) -m pip install -q --no-compile --no-deps sglang==0.5.23
 	touch $@
 
 investigate: setup
