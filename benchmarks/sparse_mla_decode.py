@@ -46,7 +46,7 @@ from tools import rates  # noqa: E402
 from tools.kernels import dsv4_cache, upstream  # noqa: E402
 from tools.kernels import sparse_mla_decode as smd  # noqa: E402
 from tools.kernels.splitk import check, timing  # noqa: E402
-from tools.kernels.splitk import tiles  # noqa: E402
+from tools.kernels.splitk import declared, tiles  # noqa: E402
 
 import sparse_mla_grid  # noqa: E402  (beside this file)
 
@@ -370,8 +370,6 @@ def main() -> int:
         print("needs a CUDA device", file=sys.stderr)
         return 2
     if args.plan_arch is not None:
-        from tools.kernels.splitk import declared
-
         major, minor = torch.cuda.get_device_capability()
         os.environ.update(declared.plan_env(args.plan_arch, 10 * major + minor))
     if args.grid_impls:
@@ -419,6 +417,8 @@ def main() -> int:
     if args.matrix:
         result["matrix"] = run_matrix()
         result["matrix_ok"] = all(r["ok"] for r in result["matrix"])
+    if args.plan_arch is not None and (args.grid or args.matrix or args.table):
+        result["plan_arch"], result["sass"] = args.plan_arch, plan_sass()
     result["env"]["nvidia_smi_after"] = _run(["nvidia-smi", "--query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw",
                                               "--format=csv"])  # fmt: skip
     result["wall_s"] = time.time() - t0
@@ -430,7 +430,25 @@ def main() -> int:
     return 0
 
 
+def plan_sass() -> dict:
+    """The SASS mix of every Triton split-K and combine kernel this process compiled, and whether the planned
+    architecture's tensor-core path is the one that ran: under the sm_120 plan each split kernel holds HMMA
+    (mma.sync) and none of them HGMMA (wgmma, which sm_120 lacks); ``ok`` is False, never omitted, otherwise."""
+    kernels = [smd._split_kernel, smd._split_dhalf_kernel, smd._split_kernel_sm120, smd._combine_kernel]
+    try:
+        mix = timing.compiled_sass(kernels)
+    except Exception as exc:  # the timings stand; what the SASS could not say is said
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    if os.environ.get(declared.WGMMA_OFF_ENV) != "1":
+        return {"ok": None, "why": "wgmma lowering on: nothing to assert", "kernels": mix}
+    split = {name: row for name, row in mix.items() if name.startswith("_split")}
+    ok = bool(split) and all(row["HMMA"] > 0 for row in split.values()) and not any(r["HGMMA"] for r in mix.values())
+    return {"ok": ok, "kernels": mix}
+
+
 def print_summary(result: dict) -> None:
+    if "sass" in result:
+        print(f"sass (plan sm_{result['plan_arch']}): ok={result['sass']['ok']} {json.dumps(result['sass'].get('kernels', result['sass']))}")
     if "grid" in result:
         cells = result["grid"]["cells"]
         print(f"grid: {len(cells)} cells, {len(result['grid']['skipped'])} skipped, {result['grid']['wall_s']:.0f} s")
