@@ -133,31 +133,10 @@ def _serve(args, argv: list[str]) -> int:
     return 1 if life.fatal else 0
 
 
-def _sglang_without_its_runtime() -> None:
-    """Make ``import sglang.X`` load SGLang's module X without running ``sglang/__init__.py``: that file imports
-    the frontend language and patches transformers for model loading (two thirds of the parser's 12 s import on a
-    2-core box, paid at every launch of a sweep), none of which the stand-in runs; the parser and the version
-    module are SGLang's own, read from the installed package as before. Nothing changes when sglang is already
-    imported, or not installed (the import below then fails as it did)."""
-    import importlib.util
-    import types
-
-    if "sglang" in sys.modules:
-        return
-    found = importlib.util.find_spec("sglang")
-    if found is None or not found.submodule_search_locations:
-        return
-    package = types.ModuleType("sglang", "SGLang's package, its __init__ not run (the stand-in's parser only)")
-    package.__path__ = list(found.submodule_search_locations)
-    package.__file__ = found.origin
-    sys.modules["sglang"] = package
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     # SGLang's own parse (argparse + ServerArgs.add_cli_args + ServerArgs.from_cli_args): an unknown or
     # ambiguous flag exits 2 here with argparse's message, as `python -m sglang.launch_server` does.
-    _sglang_without_its_runtime()
     from sglang.srt.server_args import prepare_server_args
 
     args = prepare_server_args(argv)

@@ -9,11 +9,6 @@ import time
 from . import ranks
 
 
-# What every rank imports (ranks.rank_main), imported once by the fork server the ranks are forked from.
-RANK_PRELOAD = ("torch", "torch.distributed", "tools.engines.reference.bench", "tools.engines.reference.model",
-                "tools.engines.reference.multirank", "tools.engines.sglang_standin.ranks")
-
-
 class RankDied(RuntimeError):
     """A rank failed or exited; the message names it and its error, ``detail`` holds its traceback."""
 
@@ -27,12 +22,7 @@ class RankPool:
     takes them), each killed by the kernel when the server dies (PR_SET_PDEATHSIG)."""
 
     def __init__(self, world: int, spec_json: str):
-        # One process per rank, as SGLang's spawn gives, but forked from a fork server that imported torch and the
-        # reference engine once: with spawn each rank imported them itself (4 imports of torch at every launch at
-        # TP4, about 18 s of CPU on a 2-core box, where a sweep launches the server once a run). The fork server is
-        # a fresh process started now, with this process's environment, and holds no threads of the server's.
-        ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(list(RANK_PRELOAD))
+        ctx = mp.get_context("spawn")
         self._init_dir = tempfile.TemporaryDirectory(prefix="sglang-standin-ranks-")
         self.conns, self.procs = [], []
         for rank in range(world):
