@@ -48,18 +48,15 @@ def ssh_dsv4_run(sshd, tmp_path_factory) -> Path:
     return only_run(runs)
 
 
-# Round 2's top host range is decided by time: on a CPU box the interpreted split-K kernel and the MoE GEMM
-# take shares within a few percent of each other, and a loaded machine slows the interpreter more than the
-# GEMM (seen: _grouped_mm 30.7% against _split_kernel 29.7% over SSH, _split_kernel 51.5% in the local run
-# beside the rest of the suite). Which one leads, and every text naming it, is timing where the leader's
-# share is within this factor of the runner-up's in either run.
-WIDE_MARGIN = 1.5
-
-
-def _top_shares(finding: dict) -> tuple[str, float]:
-    """(leader, its share over the runner-up's) in round 2's table of host ranges."""
-    rows = finding["tables"][0]["rows"]
-    return rows[0][0], (rows[0][-1] / rows[1][-1]) if len(rows) > 1 and rows[1][-1] else float("inf")
+# Round 2's top host range is decided by time: on a CPU box the interpreted split-K kernel and the MoE GEMM /
+# the linear layers take shares whose order a loaded machine decides (the interpreter slows more than aten under
+# load; seen: _grouped_mm 30.7% against _split_kernel 29.7% over SSH; _split_kernel 1.90x the runner-up over
+# SSH while aten::linear led the local run by 1.98x, both beside the rest of the suite). So which range leads,
+# and every text naming it, is timing, however wide its margin in one run; that each run's leader is among the
+# ranges the other run's table ranks is not (the table's tail, ranges of a fraction of a percent, is timing too).
+def _ranges(finding: dict) -> list[str]:
+    """The host ranges round 2's table ranks, leader first."""
+    return [str(row[0]) for row in finding["tables"][0]["rows"]]
 
 
 def same_shapes(run: list[dict], other: list[dict]) -> None:
@@ -68,10 +65,10 @@ def same_shapes(run: list[dict], other: list[dict]) -> None:
     for a, b in zip(run, other):
         mine, theirs = shape(a), shape(b)
         if a["step"] == "round2":
-            (lead_a, margin_a), (lead_b, margin_b) = _top_shares(a), _top_shares(b)
-            if lead_a != lead_b:
-                assert min(margin_a, margin_b) < WIDE_MARGIN, ("round 2's leader differs by a wide margin",
-                                                              lead_a, margin_a, lead_b, margin_b)
+            ranges_a, ranges_b = _ranges(a), _ranges(b)
+            assert ranges_a[0] in ranges_b and ranges_b[0] in ranges_a, ("a leader the other run does not rank",
+                                                                        ranges_a, ranges_b)
+            if ranges_a[0] != ranges_b[0]:
                 for s in (mine, theirs):  # which range leads is timing: so is every text naming it
                     s["headline"] = "timed: the leader"
                     s["tables"] = [(t, c) for t, c in s["tables"] if not t.startswith("Amdahl ceiling")]
