@@ -434,11 +434,9 @@ def plan_sass() -> dict:
     """The SASS mix of every Triton split-K and combine kernel this process compiled, and whether the planned
     architecture's tensor-core path is the one that ran: under the sm_120 plan each split kernel holds HMMA
     (mma.sync) and none of them HGMMA (wgmma, which sm_120 lacks); ``ok`` is False, never omitted, otherwise."""
-    kernels = [smd._split_kernel, smd._split_dhalf_kernel, smd._split_kernel_sm120, smd._combine_kernel]
-    try:
-        mix = timing.compiled_sass(kernels)
-    except Exception as exc:  # the timings stand; what the SASS could not say is said
-        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    mix = timing.splitk_sass()
+    if "error" in mix:
+        return {"ok": False, **mix}
     if os.environ.get(declared.WGMMA_OFF_ENV) != "1":
         return {"ok": None, "why": "wgmma lowering on: nothing to assert", "kernels": mix}
     split = {name: row for name, row in mix.items() if name.startswith("_split")}

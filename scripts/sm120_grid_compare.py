@@ -26,6 +26,7 @@ from agent.stats import ratio_interval  # noqa: E402
 
 CONFIDENCE = 0.95
 TEMPS = ("warm", "cold")
+PEERS = ("flashmla", "upstream")
 
 
 def _key(cell: dict) -> tuple:
@@ -38,6 +39,11 @@ def _ratio(slow: dict, base: dict, temp: str) -> dict:
     iv = ratio_interval(slow[f"{temp}_samples_us"], base[f"{temp}_samples_us"], CONFIDENCE)
     return {"ratio": iv.ratio, "low": iv.low, "high": iv.high, "n": iv.n, "note": iv.note,
             "median_us": slow[f"{temp}_us"], "base_median_us": base[f"{temp}_us"]}  # fmt: skip
+
+
+def _faster(ratio: dict | None) -> bool:
+    """The sm_120 plan faster than the peer: the whole interval below 1 (False when there is no interval)."""
+    return ratio is not None and ratio["high"] is not None and ratio["high"] < 1.0
 
 
 def verdict(ratios: list[dict], target: float) -> str:
@@ -65,12 +71,12 @@ def compare(directory: Path, target: float) -> dict:
                "hopper_splits": h["splits"]}  # fmt: skip
         for temp in TEMPS:
             row[f"vs_hopper_{temp}"] = _ratio(cell["rewrite"], h["rewrite"], temp)
-            for peer in ("flashmla", "upstream"):
+            for peer in PEERS:
                 if isinstance(h.get(peer), dict) and f"{temp}_samples_us" in h[peer]:
                     row[f"vs_{peer}_{temp}"] = _ratio(cell["rewrite"], h[peer], temp)
         row["verdict"] = verdict([row[f"vs_hopper_{t}"] for t in TEMPS], target)
         rows.append(row)
-    missed = [r for r in rows if r["verdict"] != "met"]
+    not_met = [r for r in rows if r["verdict"] != "met"]
     worst = max(rows, key=lambda r: r["vs_hopper_warm"]["ratio"]) if rows else None
     warm = [r["vs_hopper_warm"]["ratio"] for r in rows]
     return {
@@ -87,11 +93,8 @@ def compare(directory: Path, target: float) -> dict:
         "warm_ratio_median": statistics.median(warm) if warm else None,
         "warm_ratio_range": [min(warm), max(warm)] if warm else None,
         "worst": worst and {k: worst[k] for k in ("batch", "topk", "form", "pattern", "sm120_config", "vs_hopper_warm")},
-        "faster_than_flashmla_warm": sum(r.get("vs_flashmla_warm", {}).get("high") is not None
-                                         and r["vs_flashmla_warm"]["high"] < 1.0 for r in rows),  # fmt: skip
-        "faster_than_upstream_warm": sum(r.get("vs_upstream_warm", {}).get("high") is not None
-                                         and r["vs_upstream_warm"]["high"] < 1.0 for r in rows),  # fmt: skip
-        "not_met": [f"{r['batch']}x{r['topk']} {r['form']} {r['pattern']}" for r in missed],
+        **{f"faster_than_{peer}_warm": sum(_faster(r.get(f"vs_{peer}_warm")) for r in rows) for peer in PEERS},
+        "not_met": [f"{r['batch']}x{r['topk']} {r['form']} {r['pattern']}" for r in not_met],
         "rows": rows,
     }
 

@@ -87,6 +87,15 @@ def compiled_sass(kernels) -> dict[str, dict[str, int]]:
     return out
 
 
+def splitk_sass() -> dict:
+    """``compiled_sass`` of every split-K kernel (each split family and the combine) this process compiled, or
+    ``{"error": ...}`` when the SASS could not be read: the timings beside it stand, and what it could not say is said."""
+    try:
+        return compiled_sass([smd._split_kernel, smd._split_dhalf_kernel, smd._split_kernel_sm120, smd._combine_kernel])
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
 def run_bench(batch, topk, heads, seed, with_upstream, num_splits, config=None, engine_call=None) -> dict:
     """Graph-replay and do_bench medians of the kernel (and upstream) at one shape, warm L2;
     with ``engine_call`` (as for ``run_check``) the call in the form the engine makes it."""
@@ -118,11 +127,7 @@ def run_bench(batch, topk, heads, seed, with_upstream, num_splits, config=None, 
         "rewrite_do_bench_us": do_bench_us(ours),
         "rewrite_samples_us": samples,
     }
-    try:
-        result["sass"] = compiled_sass([smd._split_kernel, smd._split_dhalf_kernel, smd._split_kernel_sm120,
-                                        smd._combine_kernel])  # fmt: skip
-    except Exception as exc:  # the timing stands; what the SASS could not say is said
-        result["sass"] = {"error": f"{type(exc).__name__}: {exc}"}
+    result["sass"] = splitk_sass()
     if with_upstream:
         up = upstream.load().flash_mla_sparse_decode_triton
         up_samples = graph_replay_us([lambda: up(*args)], reps=5)
