@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from contextlib import nullcontext
 from pathlib import Path
@@ -179,17 +180,44 @@ def cmd_replay(args) -> int:
     return _report(outcome, args)
 
 
+_LINK = re.compile(r"(\]\()([^)\s]+)(\))")
+
+
+def relink(markdown: str, run_dir: Path, out_dir: Path) -> str:
+    """The report's relative links (plots, findings, journal lines) made relative to ``out_dir``:
+    written outside its run, the report must still open them."""
+    def fix(match: re.Match) -> str:
+        target = match.group(2)
+        if target.startswith(("#", "/")) or re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*:", target):
+            return match.group(0)  # an anchor, an absolute path, a URL: the same from anywhere
+        path, hash_, anchor = target.partition("#")
+        moved = os.path.relpath(os.path.abspath(run_dir / path), os.path.abspath(out_dir))
+        return f"{match.group(1)}{Path(moved).as_posix()}{hash_}{anchor}{match.group(3)}"
+
+    if os.path.abspath(run_dir) == os.path.abspath(out_dir):
+        return markdown
+    return _LINK.sub(fix, markdown)
+
+
 def cmd_report(args) -> int:
     from agent import runner
     from agent.rundir import RunDirError
     from agent.runlog import CorruptLog
 
+    out = Path(args.out) if args.out else None
+    if out is not None and not out.parent.is_dir():  # found before rendering, not as an OSError after it
+        return _fail(f"--out {args.out}: directory {out.parent} does not exist", exitcodes.BAD_INPUT, args,
+                     run=args.run, out=args.out, markdown=None)
     try:
         text = runner.render(Path(args.run))
     except (RunDirError, CorruptLog) as exc:
         return _fail(str(exc), exitcodes.BAD_INPUT, args, run=args.run, out=args.out, markdown=None)
-    if args.out:
-        Path(args.out).write_text(text)
+    if out is not None:
+        try:
+            out.write_text(relink(text, Path(args.run), out.parent))
+        except OSError as exc:
+            return _fail(f"--out {args.out}: {exc.strerror or exc}", exitcodes.BAD_INPUT, args,
+                         run=args.run, out=args.out, markdown=None)
     if args.json:
         _print_json(json_result("report", "done", args.out or "rendered", run=args.run, out=args.out,
                                 markdown=None if args.out else text))
@@ -325,19 +353,43 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+STDOUT_CLOSED = 128 + 13  # SIGPIPE's, as shells report a cat whose reader left (130 is SIGINT's the same way)
+
+
+def _stdout_gone() -> bool:
+    """Whether stdout is a pipe nobody reads any more (a BrokenPipeError from elsewhere, the box's
+    pipes, is an error like any other)."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(mask & select.POLLERR for _, mask in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll (Windows), or stdout is no file
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand; its exit code (tools/exitcodes.py). Ctrl-C anywhere is INTERRUPTED; an
     unexpected exception is one error line and FAILED (the traceback with PERF_INVESTIGATOR_DEBUG=1)."""
     argv = sys.argv[1:] if argv is None else argv
     try:
         if argv and argv[0] in TOOL_COMMANDS:
-            return _run_tool_command(argv[0], argv[1:])
-        args = build_parser().parse_args(argv)
-        return args.func(args)
+            code = _run_tool_command(argv[0], argv[1:])
+        else:
+            args = build_parser().parse_args(argv)
+            code = args.func(args)
+        sys.stdout.flush()  # here, not at exit, so that a reader gone away is caught below
+        return code
     except KeyboardInterrupt:
         error_line("interrupted")
         return exitcodes.INTERRUPTED
     except Exception as exc:  # a bug: say so in the one error form; the traceback is for whoever debugs it
+        if isinstance(exc, BrokenPipeError) and _stdout_gone():
+            # `... | head`: the reader has what it wanted. Say nothing, as cat and grep do, and keep the
+            # interpreter's own flush at exit from writing to the closed pipe.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return STDOUT_CLOSED
         if os.environ.get("PERF_INVESTIGATOR_DEBUG"):
             import traceback
 

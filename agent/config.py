@@ -416,6 +416,10 @@ def resolve_target_path(name_or_path: str) -> Path:
     path = TARGETS_DIR / f"{name_or_path}.yaml"
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in TARGETS_DIR.glob("*.yaml")))
+        if candidate.exists():  # README.md, a run's directory: "unknown target" would say it is not there
+            what = "a directory" if candidate.is_dir() else f"a {candidate.suffix or 'suffix-less'} file"
+            raise TargetError(f"{name_or_path}: {what}, not a target YAML (a target is a .yaml or .yml file, "
+                              f"or a name in agent/targets: {known})")
         raise TargetError(f"unknown target {name_or_path!r} (known: {known}; or give a path to a .yaml file)")
     return path
 

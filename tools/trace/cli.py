@@ -28,12 +28,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--by-rank", action="store_true", help="also one table per rank")
     parser.add_argument("--by-op", action="store_true",
                         help="kernel time by launching frame (record_function range or Python frame), all ranks together")
-    parser.add_argument("--top", type=int, default=20, metavar="N", help="kernels shown per table (default 20)")
+    parser.add_argument("--top", type=positive_int, default=20, metavar="N", help="kernels shown per table (default 20)")
     parser.add_argument(
         "--categories",
         metavar="FILE",
         help="JSON list of [category, regex] pairs replacing the default kernel category table",
     )
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a count of rows, where 0 or less would print an empty table as if there were none."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} is not positive")
+    return value
 
 
 def load_category_rules(path: str | None) -> list | None:
@@ -159,5 +170,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, sort_keys=True))
     else:
-        print(render(result, top=max(args.top, 0)))
+        print(render(result, top=args.top))
     return exitcodes.DONE
