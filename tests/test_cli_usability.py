@@ -91,3 +91,37 @@ def test_validate_says_what_an_existing_file_is_not(capsys, given, what, monkeyp
     code, out, err = _run(["validate", given], capsys)
     assert code == exitcodes.BAD_INPUT
     assert f"{given}: {what}, not a target YAML" in _one_error_line(err) and "unknown target" not in err
+
+
+# -- item 4: the grid example --------------------------------------------------------------------------
+
+
+def _sparse_decode_grid() -> list[str]:
+    pytest.importorskip("triton")
+    from tools.kernels import upstream
+
+    try:
+        source = upstream.kernel_path()
+    except upstream.SglangMissing as exc:
+        pytest.skip(str(exc))
+    return ["grid", "--source", str(source), "--kernel", "_tiled_sparse_decode_kernel", "--shape", "B=1",
+            "--shape", "H=64", "--shape", "topk=512", "--sms", "188", "--arch", "sm_120"]
+
+
+def test_grid_without_a_flag_the_compile_needs_says_which_values_to_pass(capsys):
+    # the README's example as it was: has_topk_len (`topk_length is not None` in the launcher) unpinned
+    code, out, err = _run(_sparse_decode_grid(), capsys)
+    assert code == exitcodes.BAD_INPUT
+    assert "--shape has_topk_len=true or --shape has_topk_len=false" in _one_error_line(err)
+    table = out.split("\n\n")[1]
+    assert "error" not in table and "needs input" in table  # no compiler error: a value to give
+
+
+def test_grid_takes_a_flag_as_true_or_false(capsys):
+    one = ["--only-chosen", "--config-json", '{"BLOCK_T": 16, "num_warps": 4, "num_stages": 2}']
+    code, out, err = _run([*_sparse_decode_grid(), "--shape", "has_topk_len=False", *one, "--json"], capsys)
+    assert code == 0, err
+    usage = next(c["resources"]["sm_120"] for c in json.loads(out)["configs"] if c["resources"]["sm_120"].get("ok"))
+    assert usage["registers"] > 0
+    code, out, err = _run([*_sparse_decode_grid(), "--shape", "B=true", "--no-compile"], capsys)
+    assert code == exitcodes.BAD_INPUT and "a grid size is a count" in _one_error_line(err)

@@ -31,8 +31,9 @@ def test_tool_output_is_what_was_captured(name, request, monkeypatch, capsys):
         got = _gates_over_the_sessions_scan(CASES[name], request.getfixturevalue("sglang_scan"), monkeypatch, capsys)
     else:
         got = refactor_nets.run_case(CASES[name])
-    assert got["rc"] == want["rc"] == 0, got["stderr_last"]
-    assert got["stdout"] == want["stdout"]
+    # a case whose compile needs a value not given (a pointer's dtype) exits BAD_INPUT after its report
+    assert got["rc"] == want["rc"] in (0, 2), got["stderr_last"]
+    assert got["stdout"] == want["stdout"] and got["stderr_last"] == want["stderr_last"]
 
 
 def _gates_over_the_sessions_scan(args: list[str], sglang_scan, monkeypatch, capsys) -> dict:

@@ -53,12 +53,18 @@ def _pairs(items: list[str], what: str, convert) -> dict:
         key, _, value = item.rpartition("=")
         try:
             out[key.strip()] = convert(value.strip())
-        except ValueError as exc:
-            raise BadInput(f"{what} {item!r}: {exc}") from None
+        except ValueError:
+            raise BadInput(f"{what} {item!r}: {value.strip()!r} is not a number, true or false") from None
     return out
 
 
-def _number(text: str) -> int | float:
+FLAGS = {"true": True, "false": False}
+
+
+def _number(text: str) -> int | float | bool:
+    """A pinned value: an int (any base Python reads), a float, or a flag's true/false."""
+    if text.lower() in FLAGS:
+        return FLAGS[text.lower()]
     try:
         return int(text, 0)
     except ValueError:
@@ -147,6 +153,10 @@ def run(args: argparse.Namespace) -> int:
                                                     report.launcher["file"] != report.file else "")
             raise BadInput(f"--shape {', '.join(unused)}: {where}; nothing would read it "
                            f"(grid symbols: {', '.join(report.grid_symbols) or 'none'})")
+        counts = [k for k, v in _pairs(args.shape, "--shape", _number).items()
+                  if isinstance(v, bool) and normalize_key(k) in report.grid_symbols]
+        if counts:
+            raise BadInput(f"--shape {', '.join(counts)}: a grid size is a count, not true or false")
     except BadInput as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exitcodes.BAD_INPUT
@@ -154,7 +164,20 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_dict(), indent=2, sort_keys=True))
     else:
         print(render(report))
+    blocked = _blocked(report)
+    if blocked:
+        # The registers asked for (--arch) need a value only the user has: the rest of the analysis is
+        # printed, but the exit says the command line must change, not that the compiler broke.
+        print(f"error: not compiled for {', '.join(blocked)}: {'; '.join(dict.fromkeys(blocked.values()))} "
+              "(or --no-compile for the analysis without registers)", file=sys.stderr)
+        return exitcodes.BAD_INPUT
     return exitcodes.DONE
+
+
+def _blocked(report: GridReport) -> dict[str, str]:
+    """Architecture -> why its compile was not asked for, where an argument it needs is not known."""
+    return {arch: usage["error"] for config in report.configs for arch, usage in config.resources.items()
+            if usage and usage.get("blocked")}
 
 
 def _resource_cells(usage: dict | None) -> list[str]:
@@ -165,6 +188,8 @@ def _resource_cells(usage: dict | None) -> list[str]:
         return [_fmt(usage.get("registers")), _fmt(usage.get("spill_stores")), _fmt(usage.get("shared_per_block"))]
     if _not_compiled(usage):
         return ["not compiled", "-", "-"]
+    if usage.get("blocked"):  # a value to pass, named below the table: not the compiler's error
+        return ["needs input", "-", "-"]
     return ["error", "?", "?"]
 
 
@@ -201,7 +226,7 @@ def render(report: GridReport) -> str:
         for arch in report.archs:
             usage = config.resources.get(arch) or {}
             occ = config.occupancy.get(arch) or {}
-            measured = usage.get("ok") or not _not_compiled(usage)
+            measured = usage.get("ok") or not (_not_compiled(usage) or usage.get("blocked"))
             row += _resource_cells(usage) + [
                 _fmt(config.blocks_per_sm.get(arch)) if measured else "-",
                 f"{occ['occupancy']:.1%}" if occ else "?" if measured else "-",
@@ -234,10 +259,15 @@ def render(report: GridReport) -> str:
                       if usage and _not_compiled(usage)})
     if skipped:
         lines.append(f"registers, spills, shared memory, occupancy and waves not measured ({'; '.join(skipped)})")
+    blocked: dict[tuple[str, str], list[str]] = {}
     for config in report.configs:
         for arch, usage in config.resources.items():
-            if usage and not usage.get("ok") and not _not_compiled(usage):
+            if usage and usage.get("blocked"):
+                blocked.setdefault((arch, usage["error"]), []).append(str(config.label))
+            elif usage and not usage.get("ok") and not _not_compiled(usage):
                 lines.append(f"compile {config.label} {arch}: {usage.get('error')}")
+    for (arch, why), labels in blocked.items():  # the same missing value for every config: said once
+        lines.append(f"not compiled for {arch} (config{'s' if len(labels) > 1 else ''} {', '.join(labels)}): {why}")
     diagnosis = report.diagnosis or {}
     if diagnosis.get("ok"):
         lines.append(f"diagnosis ({diagnosis['config']}): loaded {_fmt(diagnosis['loaded_bytes'])} B, unique {_fmt(diagnosis['unique_bytes'])} B, "

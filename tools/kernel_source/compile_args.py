@@ -77,7 +77,9 @@ def compile_arguments(
         name = param.name
         if param.constexpr:
             if isinstance(value, Unknown):
-                blockers.append(f"constexpr {name} unknown ({value.why}); pass --shape {name}=VALUE")
+                fix = f"--shape {name}=true or --shape {name}=false (1 and 0 too)" if _is_flag(value.text) \
+                    else f"--shape {name}=VALUE (a number)"
+                blockers.append(f"constexpr {name} unknown ({value.why}); pass {fix}")
                 continue
             if isinstance(value, Tensor):
                 blockers.append(f"constexpr {name} receives a tensor")
@@ -129,6 +131,17 @@ def compile_arguments(
     return args, assumptions, blockers
 
 
+def _is_flag(text: str) -> bool:
+    """Whether the launcher's expression for a constexpr is a truth value (``x is not None``, ``a and
+    b``, ``not c``): the value to pin is true or false, not a size."""
+    try:
+        node = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return False
+    return isinstance(node, (ast.Compare, ast.BoolOp)) or (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)) \
+        or (isinstance(node, ast.Constant) and isinstance(node.value, bool))
+
+
 def _scalar(name: str, value: Any, dtype: str) -> dict:
     if dtype.startswith(("float", "bfloat")):
         return {"name": name, "kind": "float", "value": value}
@@ -148,8 +161,8 @@ def config_resources(
     if not enabled:
         return {"arch": arch, "ok": False, "error": "compile disabled"}
     args, assumptions, blockers = compile_arguments(kdef, values, dtypes, pointers, aligned_unknown_ints)
-    if blockers:
-        return {"arch": arch, "ok": False, "error": "; ".join(blockers), "assumptions": assumptions}
+    if blockers:  # "blocked": the user can give what is missing; a failed compile is the compiler's
+        return {"arch": arch, "ok": False, "blocked": True, "error": "; ".join(blockers), "assumptions": assumptions}
     request = {
         "kernel_file": str(kdef.file),
         "kernel_name": kdef.name,
