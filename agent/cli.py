@@ -42,6 +42,7 @@ JSON_KEYS = {
     "replay": ("run", "report", "findings", "headline", "commits"),
     "report": ("run", "out", "markdown"),
     "validate": ("path", "target", "summary"),
+    "runs": ("removed",),  # runs rm, runs --prune-interrupted (a plain `runs --json` prints the list of runs)
 }
 
 
@@ -229,19 +230,55 @@ def cmd_report(args) -> int:
 
 
 def cmd_runs(args) -> int:
-    from agent import runner
+    from agent import runlist, runner
 
-    rows = runner.list_runs(Path(args.runs_dir))
+    runs_dir = Path(args.runs_dir)
+    if args.action or args.prune_interrupted:
+        return _remove_runs(args, runs_dir)
+    if args.remove:
+        return _fail(f"runs: unexpected {' '.join(args.remove)} (to remove runs: runs rm RUN...)", exitcodes.BAD_INPUT)
+    rows = [runlist.describe(row) for row in runner.list_runs(runs_dir)]
     if args.json:
         print(json.dumps(rows, indent=2))
         return exitcodes.DONE
     if not rows:
         print(f"no runs under {args.runs_dir}")
         return exitcodes.DONE
-    print(f"{'status':<18} {'findings':>8}  {'started':<27} run")
+    import shutil
+
+    print(runlist.table(rows, shutil.get_terminal_size((120, 24)).columns))
+    return exitcodes.DONE
+
+
+def _remove_runs(args, runs_dir: Path) -> int:
+    """``runs rm RUN...`` and ``runs --prune-interrupted``: every run named is checked before any is
+    removed, so that a typo removes nothing; what was removed is printed (nothing is asked)."""
+    from agent import runlist, runner
+
+    if args.action == "rm" and not args.remove:
+        return _fail("runs rm needs the RUN to remove (its directory, or its id under --runs-dir)", exitcodes.BAD_INPUT, args)
+    try:
+        paths = [runlist.find_run(ref, runs_dir) for ref in args.remove]
+        rows = [runlist.describe({**runner.run_status(path), "path": str(path)}) for path in paths]
+        if args.prune_interrupted:
+            named = {Path(r["path"]).resolve() for r in rows}
+            rows += [runlist.describe(r) for r in runner.list_runs(runs_dir)
+                     if r["status"] == "interrupted" and Path(r["path"]).resolve() not in named]
+        for row in rows:
+            if row["status"] == "running":
+                raise runlist.RunsError(f"{row['path']}: running; nothing removed")
+    except runlist.RunsError as exc:
+        return _fail(str(exc), exitcodes.BAD_INPUT, args)
     for row in rows:
-        print(f"{row['status']:<18} {row.get('findings', '-'):>8}  {row.get('started', '-'):<27} {row['path']}"
-              + (f"  (replay of {row['replay_of']})" if row.get("replay_of") else ""))
+        runlist.remove(row)
+    message = f"removed {len(rows)} run{'s' if len(rows) != 1 else ''}" if rows else \
+        f"no interrupted runs under {args.runs_dir}"
+    if args.json:
+        _print_json(json_result("runs", "done", message, removed=rows))
+    else:
+        for row in rows:
+            print(f"removed {row['path']} ({row['status']}, {row['findings']} findings, started {row['started']})")
+        print(message)
     return exitcodes.DONE
 
 
@@ -337,9 +374,15 @@ def build_parser() -> argparse.ArgumentParser:
     _json_flag(p)
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("runs", help="list runs with their status")
-    p.add_argument("--runs-dir", default=str(DEFAULT_RUNS))
-    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("runs", help="list runs with their status (runs rm RUN, --prune-interrupted: remove runs)")
+    p.add_argument("action", nargs="?", choices=["rm"], help="rm: remove the RUNs named after it")
+    p.add_argument("remove", nargs="*", metavar="RUN", help="a run's directory, or its id under --runs-dir")
+    p.add_argument("--runs-dir", default=str(DEFAULT_RUNS), help="where the runs are (default: %(default)s)")
+    p.add_argument("--prune-interrupted", action="store_true",
+                   help="remove every interrupted run under --runs-dir (not running, finished or awaiting a "
+                        "decision); asks nothing, prints what it removed")
+    p.add_argument("--json", action="store_true", help="print the runs as a JSON list, one object a run (with rm or "
+                   "--prune-interrupted: one object whose 'removed' lists the runs removed)")
     p.set_defaults(func=cmd_runs)
 
     p = sub.add_parser("validate", help="check a target without running it")

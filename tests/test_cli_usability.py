@@ -125,3 +125,58 @@ def test_grid_takes_a_flag_as_true_or_false(capsys):
     assert usage["registers"] > 0
     code, out, err = _run([*_sparse_decode_grid(), "--shape", "B=true", "--no-compile"], capsys)
     assert code == exitcodes.BAD_INPUT and "a grid size is a count" in _one_error_line(err)
+
+
+# -- item 10: runs pile up -----------------------------------------------------------------------------
+
+
+def _runs_dir(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """Two copies of the shipped CPU run: one finished, one whose journal ends in its sixth step."""
+    runs = tmp_path / "runs"
+    done, cut = runs / "done-run", runs / "cut-run"
+    shutil.copytree(EXAMPLE_RUN, done)
+    shutil.copytree(EXAMPLE_RUN, cut)
+    lines = (cut / "log.jsonl").read_text().splitlines(keepends=True)
+    ends = [i for i, line in enumerate(lines) if json.loads(line)["kind"] == "step_end"]
+    (cut / "log.jsonl").write_text("".join(lines[:ends[5] + 1]))
+    return runs, done, cut
+
+
+def test_runs_says_what_each_run_found_and_took(capsys, tmp_path, monkeypatch):
+    runs, done, cut = _runs_dir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "160")
+    monkeypatch.chdir(tmp_path)  # paths as short as a user's runs/RUN: the width left is the headline's
+    code, out, err = _run(["runs", "--runs-dir", "runs", "--json"], capsys)
+    assert code == 0, err
+    rows = {Path(r["path"]).name: r for r in json.loads(out)}
+    for row in rows.values():  # the keys scripts read before, and the new ones
+        assert {"run", "target", "started", "status", "findings", "attempts", "replay_of", "path"} <= set(row)
+    events = [json.loads(line) for line in (done / "log.jsonl").read_text().splitlines()]
+    decision = next(e["choice"] for e in events if e["kind"] == "decision")
+    assert rows["done-run"]["decision"] == decision and rows["cut-run"]["decision"] is None
+    assert rows["cut-run"]["status"] == "interrupted"
+    assert 0 < rows["cut-run"]["duration_s"] < rows["done-run"]["duration_s"]
+    assert rows["done-run"]["headline"] and rows["done-run"]["headline"] != rows["cut-run"]["headline"]
+    code, out, err = _run(["runs", "--runs-dir", "runs"], capsys)
+    header, *lines = out.splitlines()
+    assert header.split()[:8] == ["status", "found", "started", "(UTC)", "took", "target", "decision", "run"]
+    assert len(lines) == 2 and all(len(line) <= 160 for line in lines)
+    line = next(line for line in lines if "done-run" in line)
+    assert rows["done-run"]["target"] in line and decision in line and rows["done-run"]["headline"][:20] in line
+    assert rows["done-run"]["started"] not in line  # to the minute, not the journal's microseconds
+
+
+def test_runs_rm_and_prune_interrupted(capsys, tmp_path):
+    runs, done, cut = _runs_dir(tmp_path)
+    code, out, err = _run(["runs", "rm", str(done), "no-such-run", "--runs-dir", str(runs)], capsys)
+    assert code == exitcodes.BAD_INPUT and "no-such-run: not a run" in _one_error_line(err)
+    assert done.is_dir()  # one bad name: nothing removed
+    code, out, err = _run(["runs", "--prune-interrupted", "--runs-dir", str(runs), "--json"], capsys)
+    assert code == 0, err
+    obj = json.loads(out)
+    assert [Path(r["path"]) for r in obj["removed"]] == [cut] and obj["removed"][0]["status"] == "interrupted"
+    assert not cut.exists() and done.is_dir()
+    code, out, err = _run(["runs", "rm", "done-run", "--runs-dir", str(runs)], capsys)
+    assert code == 0 and f"removed {done}" in out and not done.exists()
+    code, out, err = _run(["runs", "--prune-interrupted", "--runs-dir", str(runs)], capsys)
+    assert code == 0 and "no interrupted runs" in out
