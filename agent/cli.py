@@ -123,12 +123,11 @@ def make_ask(progress, read=input, stream=None):
 
 def cmd_investigate(args) -> int:
     from agent import runner
-    from agent.progress import make_progress
 
     if not args.resume and not args.target:
         return _fail("investigate needs a TARGET (or --resume RUN)", exitcodes.BAD_INPUT, args)
     box = _box(args)
-    progress = make_progress()
+    progress = _progress(args)
     ask = make_ask(progress) if sys.stdin.isatty() and not args.decide else None
     try:
         if args.resume:
@@ -171,9 +170,8 @@ def _report(outcome, args) -> int:
 
 def cmd_replay(args) -> int:
     from agent import runner
-    from agent.progress import make_progress
 
-    progress = make_progress()
+    progress = _progress(args)
     try:
         outcome = runner.replay(Path(args.run), Path(args.out) if args.out else None, progress)
     finally:
@@ -313,13 +311,46 @@ TOOL_COMMANDS = {
 }
 
 
+def _prog() -> str:
+    """How the user called us, for usage and hints: the console command, or the module."""
+    return "perf-investigator" if Path(sys.argv[0]).name == "perf-investigator" else "python -m agent"
+
+
+# One or two commands a subcommand's --help ends with: what a newcomer types first.
+EXAMPLES = {
+    "investigate": ["investigate dsv4-flash --decide auto            # the worked case, no prompt",
+                    "investigate my-target.yaml --budget quick --runs-dir /tmp/runs",
+                    "investigate --resume runs/RUN --decide stop     # continue a run that stopped"],
+    "replay": ["replay runs/RUN                                  # every tool result served from its journal",
+               "replay runs/RUN --out /tmp/again --json"],
+    "report": ["report runs/RUN > findings.md",
+               "report runs/RUN --out docs/findings.md           # links rewritten to open from docs/"],
+    "runs": ["runs                                             # one line a run",
+             "runs rm runs/RUN                                 # remove one",
+             "runs --prune-interrupted --json                  # remove every interrupted run"],
+    "validate": ["validate dsv4-flash", "validate my-target.yaml --json"],
+    "trace": ["trace rank0.json.gz rank1.json.gz --by-rank --top 10",
+              "trace trace.json --by-op                         # kernel time by launching frame"],
+    "grid": ["grid --source flash_mla_sm120_triton.py --kernel _tiled_sparse_decode_kernel \\\n"
+             "       --shape B=1 --shape H=64 --shape topk=512 --shape has_topk_len=false --sms 188 --arch sm_120",
+             "grid --source kernels/ --kernel my_kernel --shape N=4096 --sms 132 --no-compile"],
+    "gates": ["gates --source .venv/lib/python3.11/site-packages/sglang --sm 120",
+              "gates --source ENGINE_DIR --sm 90 --kind env --json"],
+}
+
+
+def _epilog(command: str) -> str:
+    return "Examples:\n" + "\n".join(f"  {_prog()} {line}" for line in EXAMPLES[command])
+
+
 def _run_tool_command(name: str, argv: list[str]) -> int:
     """A tool's own CLI, imported only when asked for."""
     import importlib
 
     module_name, help_text = TOOL_COMMANDS[name]
     module = importlib.import_module(module_name)
-    parser = Parser(prog=f"python -m agent {name}", description=help_text)
+    parser = Parser(prog=f"{_prog()} {name}", description=help_text, epilog=_epilog(name),
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
     module.add_arguments(parser)
     return module.run(parser.parse_args(argv))
 
@@ -331,19 +362,71 @@ class Parser(argparse.ArgumentParser):
         error_line(f"{self.prog}: {message} (see {self.prog} --help)")
         raise SystemExit(exitcodes.BAD_INPUT)
 
+    def parse_args(self, args=None, namespace=None):
+        """An unknown flag is the subcommand's error, with its --help and the flag meant if one is
+        close: argparse would blame the top-level parser, whose help does not list it."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            sub = self._subcommand(parsed)
+            (sub or self).error(f"unrecognized arguments: {' '.join(extras)}" + _did_you_mean(extras, sub or self))
+        return parsed
 
-def _json_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="print one JSON object on stdout (keys: README, "
-                                                           "'Machine-readable output')")
+    def _subcommand(self, parsed) -> argparse.ArgumentParser | None:
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                return action.choices.get(getattr(parsed, action.dest, None))
+        return None
+
+
+def _did_you_mean(extras: list[str], parser: argparse.ArgumentParser) -> str:
+    import difflib
+
+    flags = [flag for action in parser._actions for flag in action.option_strings]
+    close = [m for extra in extras if extra.startswith("--")
+             for m in difflib.get_close_matches(extra.split("=")[0], flags, n=1)]
+    return f"; did you mean {' '.join(close)}?" if close else ""
+
+
+def _json_flag(p: argparse.ArgumentParser, gives: str) -> None:
+    p.add_argument("--json", action="store_true", help=f"print one JSON object on stdout instead of the text, also "
+                   f"on failure: command, status, exit_code, message, {gives}")
+
+
+def _verbosity_flags(p: argparse.ArgumentParser) -> None:
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr: errors and the outcome only")
+    group.add_argument("-v", "--verbose", action="store_true",
+                       help="every step and tool call as a line of its own on stderr (a terminal otherwise gets one "
+                            "live line)")
+
+
+def _progress(args):
+    from agent.progress import PlainProgress, SilentProgress, make_progress
+
+    if getattr(args, "quiet", False):
+        class Quiet(SilentProgress):
+            paused = PlainProgress.paused
+
+            def close(self):
+                pass
+        return Quiet()
+    return PlainProgress() if getattr(args, "verbose", False) else make_progress()
 
 
 def build_parser() -> argparse.ArgumentParser:
     from agent.box.choice import add_box_arguments
 
-    parser = Parser(prog="python -m agent", description="Investigate why an LLM deployment is far from its throughput goal.")
+    parser = Parser(prog=_prog(), description="Investigate why an LLM deployment is far from its throughput goal.",
+                    epilog="Examples:\n" + "\n".join(f"  {_prog()} {EXAMPLES[c][0]}" for c in ("investigate", "runs", "report"))
+                    + f"\n\n{_prog()} COMMAND --help: a command's arguments and examples.",
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("investigate", help="run an investigation (or resume one)")
+    def add(name: str, **kwargs) -> argparse.ArgumentParser:
+        return sub.add_parser(name, epilog=_epilog(name), formatter_class=argparse.RawDescriptionHelpFormatter,
+                              **kwargs)
+
+    p = add("investigate", help="run an investigation (or resume one)")
     p.add_argument("target", nargs="?", help="target name (agent/targets/NAME.yaml) or path to a target YAML")
     p.add_argument("--resume", metavar="RUN", help="continue an interrupted run from its checkpoint: its directory, "
                    "or its id under --runs-dir (a TARGET given too must be the run's)")
@@ -359,22 +442,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", choices=["quick", "normal"], default=None,
                    help="quick halves the lever sweep's rounds (wider intervals) for a shorter run; recorded in the "
                         "run's target (default: the target's, normally 'normal')")
-    _json_flag(p)
+    _verbosity_flags(p)
+    _json_flag(p, "run, report, findings, headline, commits")
     p.set_defaults(func=cmd_investigate)
 
-    p = sub.add_parser("replay", help="re-run a finished run with every tool result served from its log")
-    p.add_argument("run")
+    p = add("replay", help="re-run a finished run with every tool result served from its log")
+    p.add_argument("run", metavar="RUN", help="the run to replay: its directory (runs/RUN)")
     p.add_argument("--out", help="directory for the replay (default: RUN-replay-N beside it)")
-    _json_flag(p)
+    _verbosity_flags(p)
+    _json_flag(p, "run, report, findings, headline, commits")
     p.set_defaults(func=cmd_replay)
 
-    p = sub.add_parser("report", help="render a run's PROFILE_FINDINGS.md from its findings")
-    p.add_argument("run")
-    p.add_argument("--out", help="write here instead of stdout")
-    _json_flag(p)
+    p = add("report", help="render a run's PROFILE_FINDINGS.md from its findings")
+    p.add_argument("run", metavar="RUN", help="a finished run: its directory (runs/RUN)")
+    p.add_argument("--out", help="write here instead of stdout (its links to plots and findings are made to open "
+                   "from there)")
+    _json_flag(p, "run, out, markdown (the report when not written to --out)")
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("runs", help="list runs with their status (runs rm RUN, --prune-interrupted: remove runs)")
+    p = add("runs", help="list runs with their status (runs rm RUN, --prune-interrupted: remove runs)")
     p.add_argument("action", nargs="?", choices=["rm"], help="rm: remove the RUNs named after it")
     p.add_argument("remove", nargs="*", metavar="RUN", help="a run's directory, or its id under --runs-dir")
     p.add_argument("--runs-dir", default=str(DEFAULT_RUNS), help="where the runs are (default: %(default)s)")
@@ -385,9 +471,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "--prune-interrupted: one object whose 'removed' lists the runs removed)")
     p.set_defaults(func=cmd_runs)
 
-    p = sub.add_parser("validate", help="check a target without running it")
-    p.add_argument("target")
-    _json_flag(p)
+    p = add("validate", help="check a target without running it")
+    p.add_argument("target", metavar="TARGET", help="a target name (agent/targets/NAME.yaml) or a path to a target "
+                   "YAML file")
+    _json_flag(p, "path, target (as validated, secrets redacted), summary")
     p.set_defaults(func=cmd_validate)
 
     for name, (_, help_text) in TOOL_COMMANDS.items():

@@ -180,3 +180,55 @@ def test_runs_rm_and_prune_interrupted(capsys, tmp_path):
     assert code == 0 and f"removed {done}" in out and not done.exists()
     code, out, err = _run(["runs", "--prune-interrupted", "--runs-dir", str(runs)], capsys)
     assert code == 0 and "no interrupted runs" in out
+
+
+# -- item 8: help and the entry point -----------------------------------------------------------------
+
+
+def _subcommands() -> list[str]:
+    from agent.cli import TOOL_COMMANDS, build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    assert set(TOOL_COMMANDS) < set(sub.choices)
+    return sorted(sub.choices)
+
+
+def test_every_subcommand_help_says_what_each_argument_is_with_examples(capsys):
+    for command in _subcommands():
+        code, out, err = _run([command, "--help"], capsys)
+        assert code == 0, (command, err)
+        assert f"\nExamples:\n  python -m agent {command} " in out, command
+        assert "README" not in out, command  # what --json gives is said here, not elsewhere
+        options = out.split("positional arguments:")[-1]
+        blank = re.findall(r"^  (\S+)\s*$\n(?!\s{10,}\S)", options.split("options:")[0], flags=re.M)
+        assert not blank, (command, blank)  # a positional listed with no text after it
+
+
+def test_a_mistyped_flag_names_its_subcommands_help(capsys, tmp_path):
+    code, out, err = _run(["investigate", "dsv4-flash", "--decde", "auto", "--runs-dir", str(tmp_path)], capsys)
+    assert code == exitcodes.BAD_INPUT and not any(tmp_path.iterdir())
+    assert "(see python -m agent investigate --help)" in _one_error_line(err) and "did you mean --decide?" in err
+
+
+def test_quiet_and_verbose_pick_the_progress():
+    from agent.cli import _progress, build_parser
+    from agent.progress import PlainProgress, SilentProgress
+
+    for command in (["investigate", "dsv4-flash"], ["replay", "runs/RUN"]):
+        quiet = _progress(build_parser().parse_args([*command, "-q"]))
+        with quiet.paused():  # the decision prompt pauses whatever progress it is given
+            quiet.note("nothing is printed")
+        assert isinstance(quiet, SilentProgress)
+        assert type(_progress(build_parser().parse_args([*command, "--verbose"]))) is PlainProgress
+
+
+def test_the_console_command_is_the_cli():
+    import tomllib
+
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    module, _, function = scripts["perf-investigator"].partition(":")
+    # what the installed script does (pip writes it: import the entry point, exit with what it returns)
+    code = f"import sys; sys.argv[0] = 'perf-investigator'; from {module} import {function}; sys.exit({function}())"
+    done = subprocess.run([sys.executable, "-c", code, "runs", "--bogus"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == exitcodes.BAD_INPUT
+    assert done.stderr == "error: perf-investigator runs: unrecognized arguments: --bogus (see perf-investigator runs --help)\n"
