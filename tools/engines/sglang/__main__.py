@@ -57,6 +57,9 @@ def _main(argv: list[str]) -> int:
         from . import server, spec
 
         server.install_handlers()
+        from . import client
+
+        client.warm_up()  # the client's import runs while the first server starts
         if args.command == "sweep":
             from . import disagg, sweep
 

@@ -5,21 +5,32 @@ so input lengths are exact), the client's own warm-up requests at the measured c
 ``--output-file`` per run (the client appends) with ``--output-details`` (per-request ITLs and lengths). The hub
 is kept offline in the client's environment. If the client cannot be imported as installed, the shim folder
 (client_shim/) goes first on its PYTHONPATH, and the result says so.
+
+Each run is the client's own ``__main__`` in a process of its own, forked from a server that imported the client
+once for the tool call (multiprocessing's forkserver, preloaded): the import (torch, transformers and sglang, some
+15 s of a CPU core) is paid once a sweep instead of once a run, and while the first server starts. What the child
+runs is what ``python -m sglang.benchmark.serving ARGS`` runs (runpy, as ``-m`` does), with that command's
+environment and its output in the run's client log.
 """
 
 from __future__ import annotations
 
 import ast
 import json
+import multiprocessing
 import os
+import runpy
 import subprocess
 import sys
+from multiprocessing import forkserver
 from pathlib import Path
 
 from .server import RunFailed
 
 SHIM_DIR = Path(__file__).with_name("client_shim")
 MODULE = "sglang.benchmark.serving"
+PRELOAD = "tools.engines.sglang.client_preload"  # what the client's forkserver imports
+TREE = Path(__file__).resolve().parents[3]  # the folder that holds tools/
 # Names of the summary in the JSONL that the installed version writes, with the dataclass's name where a
 # release wrote that instead (0.5.23 writes total_input_tokens for BenchmarkMetrics.total_input).
 FIELDS = {"output_throughput": ("output_throughput",), "median_tpot_ms": ("median_tpot_ms",),
@@ -123,15 +134,95 @@ def command(host: str, port: int, load: dict, tokenizer: str, output_file: Path)
             "--output-file", str(output_file), "--output-details", "--disable-tqdm"]
 
 
-def start(host: str, port: int, load: dict, tokenizer: str, output_file: Path, log_path: Path) -> subprocess.Popen:
+_CONTEXT: list = []
+
+
+def warm_up() -> None:
+    """Start the client's forkserver, which imports the client in the background (the first run's start waits
+    for it): call it before the first server launch, so that the import overlaps the server's start."""
+    if _CONTEXT:
+        return
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([PRELOAD])
+    # The forkserver takes this process's environment when it starts, and the client's (the hub offline, the
+    # shim first on its path, read by site at startup) must be in place before its import: set for the start
+    # only. This tree goes last on its path, for the preload module alone.
+    env = _env_with(bool(shims_needed()))
+    env["PYTHONPATH"] = os.pathsep.join([*filter(None, [env.get("PYTHONPATH")]), str(TREE)])
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        forkserver.ensure_running()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    _CONTEXT.append(context)
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGKILL this process when its parent (the forkserver, which exits with the tool) goes."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _client_main(argv: list[str], log_path: str) -> None:
+    """The forked child: ``python -m sglang.benchmark.serving ARGV`` with stdout and stderr in ``log_path``."""
+    _die_with_parent()
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    # whether the forkserver's import took (multiprocessing passes over a preload that fails): the log says
+    print(f"# {MODULE}: forked from the client's forkserver, its imports "
+          f"{'preloaded' if 'sglang.benchmark' in sys.modules else 'NOT preloaded (imported in this run)'}",
+          flush=True)
+    sys.argv = [MODULE, *argv]
+    runpy.run_module(MODULE, run_name="__main__", alter_sys=True)
+
+
+class ClientProcess:
+    """A running client, with the calls of subprocess.Popen this module's callers make (poll, wait, kill,
+    returncode: negative for a signal)."""
+
+    def __init__(self, process: multiprocessing.Process):
+        self.process = process
+        self.pid = process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.exitcode
+
+    def poll(self) -> int | None:
+        return self.process.exitcode
+
+    def wait(self, timeout: float | None = None) -> int:
+        self.process.join(timeout)
+        if self.process.exitcode is None:
+            raise subprocess.TimeoutExpired(MODULE, timeout)
+        return self.process.exitcode
+
+    def kill(self) -> None:
+        if self.process.exitcode is None:
+            self.process.kill()
+
+
+def start(host: str, port: int, load: dict, tokenizer: str, output_file: Path, log_path: Path) -> ClientProcess:
     """The client running (its output to ``log_path``); ``output_file`` must not exist yet."""
     if output_file.exists():
         raise RuntimeError(f"{output_file} exists: the client appends, every run needs a fresh file")
     output_file.parent.mkdir(parents=True, exist_ok=True)
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log:
-        return subprocess.Popen(command(host, port, load, tokenizer, output_file), stdin=subprocess.DEVNULL,
-                                stdout=log, stderr=subprocess.STDOUT, env=_env_with(bool(shims_needed())))
+    warm_up()
+    argv = command(host, port, load, tokenizer, output_file)[3:]  # after python -m MODULE
+    process = _CONTEXT[0].Process(target=_client_main, args=(argv, str(log_path)))
+    process.start()
+    return ClientProcess(process)
 
 
 def _last_line(path: Path, log_path: Path) -> dict:
@@ -173,7 +264,7 @@ def row(record: dict, load: dict) -> dict:
             "total_output_tokens": _field(record, "total_output_tokens"), "duration_s": _field(record, "duration")}
 
 
-def finish(proc: subprocess.Popen, output_file: Path, log_path: Path, load: dict, timeout_s: float) -> dict:
+def finish(proc: ClientProcess, output_file: Path, log_path: Path, load: dict, timeout_s: float) -> dict:
     """Wait for the client; its row, or RunFailed (client_failed: no result or a non-zero exit; incomplete:
     fewer requests completed than the prompts sent)."""
     try:

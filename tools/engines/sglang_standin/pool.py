@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
 import tempfile
 import time
@@ -17,12 +18,25 @@ class RankDied(RuntimeError):
         self.detail = detail
 
 
+def start_method(spec_json: str) -> str:
+    """``fork`` where the ranks run on the CPU: they take the server's imports (torch, which SGLang's parser had
+    already imported) instead of importing them again each (some 12 s of a 2-core box a launch at TP4), as
+    PyTorch's own DataLoader workers do; ``spawn`` where a rank may use CUDA, which a child forked after its
+    parent touched CUDA cannot initialize (and SGLang spawns its scheduler processes)."""
+    device = json.loads(spec_json).get("device", "auto")
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    return "fork" if device == "cpu" else "spawn"
+
+
 class RankPool:
     """``world`` rank processes (ranks.rank_main), in the server's process group (so a kill of the group
     takes them), each killed by the kernel when the server dies (PR_SET_PDEATHSIG)."""
 
     def __init__(self, world: int, spec_json: str):
-        ctx = mp.get_context("spawn")
+        ctx = mp.get_context(start_method(spec_json))
         self._init_dir = tempfile.TemporaryDirectory(prefix="sglang-standin-ranks-")
         self.conns, self.procs = [], []
         for rank in range(world):

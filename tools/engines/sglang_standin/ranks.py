@@ -1,7 +1,7 @@
 """The stand-in's rank processes: each builds its rank of the reference engine and runs the scheduler's iterations.
 
-One process per tensor-parallel rank (``--tp-size``), started by the server with multiprocessing's spawn
-start method, as SGLang runs one scheduler process per rank. With more than one rank they join one
+One process per tensor-parallel rank (``--tp-size``), started by the server (multiprocessing's spawn, or fork on
+a CPU: pool.start_method), as SGLang runs one scheduler process per rank. With more than one rank they join one
 torch.distributed group (gloo on the CPU, NCCL on GPUs) and run the reference engine's distributed decode
 step (tools/engines/reference/multirank.py RankEngine: sharded weights, the all-reduces and, with ep > 1,
 the all-to-all of SGLang's layout); alone, rank 0 runs the reference engine's single-process step.
