@@ -362,6 +362,10 @@ def test_sweep_through_the_real_client_measures_and_survives_failures(tmp_path):
     assert result["client_shims"] is not None
     for run in result["runs"]:
         assert (tmp_path / run["server_log"]).exists() and (tmp_path / run["client_file"]).exists()
+        # each run forked from the client's forkserver, which had imported the client (a preload that fails
+        # is passed over by multiprocessing: the run would import it again, some 15 s of a core, and say so)
+        first = (tmp_path / run["client_log"]).read_text().splitlines()[0]
+        assert first.endswith("forked from the client's forkserver, its imports preloaded"), first
     lines = [json.loads(line) for line in (tmp_path / sweep.PROGRESS_FILE).read_text().splitlines()]
     assert "meta" in lines[0] and [line["run"]["label"] for line in lines[1:]] == ["fast#r1", "crash#r1", "slow#r1"]
 
