@@ -109,6 +109,7 @@ def pytest_collection_finish(session):
     wanted = {fixture: name for name, (fixture, _, _) in shared_runs.RUNS.items() if name in shared_runs.BACKGROUND}
     needed = sorted({wanted[f] for item in session.items for f in item.fixturenames if f in wanted})
     if needed:
+        _use_session_cache(session.config._tmp_path_factory)  # the builders inherit it: one gate scan a session
         shared_runs.start_in_background(_shared_dir(session.config._tmp_path_factory), needed, watch=os.getpid())
 
 
@@ -116,8 +117,15 @@ def pytest_collection_finish(session):
 def _box_cache(tmp_path_factory):
     """The box tools' kept results (tools/box_cache.py) of this test session alone, shared by its workers:
     every session starts cold, as on a fresh machine, and no result of an earlier session's code is served."""
-    os.environ[CACHE_ENV] = str(_shared_dir(tmp_path_factory) / "box-cache")
+    _use_session_cache(tmp_path_factory)
     yield
+
+
+def _use_session_cache(tmp_path_factory) -> None:
+    """This process and what it starts from now on keep the box tools' results in the session's cache. Set as
+    the session's investigations start in the background too (before any fixture runs): without it their
+    builders kept theirs in the user's cache, each scanning the installed sglang again."""
+    os.environ[CACHE_ENV] = str(_shared_dir(tmp_path_factory) / "box-cache")
 
 
 @pytest.fixture(scope="session")
