@@ -128,6 +128,7 @@ def cmd_investigate(args) -> int:
     box = _box(args)
     progress = make_progress()
     ask = make_ask(progress) if sys.stdin.isatty() and not args.decide else None
+    ended = None
     try:
         if args.resume:
             # RUN is a run's directory or its id under --runs-dir; a TARGET given too must be the run's own
@@ -137,8 +138,14 @@ def cmd_investigate(args) -> int:
             outcome = runner.investigate(args.target, Path(args.runs_dir), box, args.decide, ask, progress,
                                          run_id=args.run_id, argv=sys.argv[1:], budget=args.budget,
                                          stand_in=args.stand_in, engine=args.engine)
+        ended = "interrupted" if outcome.status == "interrupted" else None
+    except KeyboardInterrupt:  # before the run could journal it (main says so)
+        ended = "interrupted"
+        raise
     finally:
-        progress.close()  # before the outcome prints: the live line is erased, not left above it
+        # before the outcome prints: the live line is erased, not left above it; a run cut short keeps
+        # its step's line, so the user sees where it stopped
+        progress.close(ended)
         getattr(box, "close", lambda: None)()  # an SSH box: its directory on the host, its connection
     return _report(outcome, args)
 

@@ -263,6 +263,7 @@ def drive(run: RunDir, session: Session, log: RunLog, state0: dict, decide: str 
         return Outcome("failed", f"{session.step or 'run'}: {exc}{note} (when the box is back, resume with: python -m "
                        f"agent investigate --resume {run.root} --box ...)", run.root, 1)
     except KeyboardInterrupt:
+        run.restart_git()
         note = _end_run(run, log, findings_now, "interrupted", step=session.step, message="interrupted by the user")
         return Outcome("interrupted", f"interrupted{note}; resume with: python -m agent investigate --resume {run.root}",
                        run.root, exitcodes.INTERRUPTED)

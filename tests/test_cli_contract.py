@@ -8,11 +8,13 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import signal
-import subprocess
 import sys
 import time
 
+import pexpect
+import pyte
 import pytest
 from rich.console import Console
 
@@ -88,32 +90,47 @@ def test_ctrl_c_anywhere_exits_interrupted(monkeypatch, capsys, tmp_path):
     assert code == exitcodes.INTERRUPTED and err == "error: interrupted\n"
 
 
-def test_sigint_during_a_real_run_exits_130_and_the_run_says_interrupted(tmp_path):
-    runs, held = tmp_path / "runs", tmp_path / "held"
-    # SIGINT's default disposition for the agent, as a terminal's foreground job has it: a test suite started as a
-    # background job of a non-interactive shell inherits SIGINT ignored (POSIX), and a Python started with SIGINT
-    # ignored keeps it ignored, so the agent would never see the Ctrl-C (a rehearsal run in the background did).
-    # The run holds inside its first tool call (agent.runlog.fault_point's hold mode) until the signal comes: a fast
-    # machine cannot finish the run before it lands, nor a slow one be signalled before the run began.
-    proc = subprocess.Popen([sys.executable, "-m", "agent", "investigate", DATA / "targets" / "other-shapes.yaml",
-                             "--runs-dir", runs, "--decide", "stop"], cwd=ROOT, start_new_session=True,
-                            env={**os.environ, "PERF_INVESTIGATOR_FAULT": "hold:tool:box.survey",
-                                 "PERF_INVESTIGATOR_FAULT_HELD": str(held)},
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _screen(output: str, columns: int) -> list[str]:
+    """What a terminal of ``columns`` shows after ``output`` (escape sequences applied: a line the
+    program erased is gone), its non-empty lines."""
+    screen = pyte.Screen(columns, 50)
+    pyte.Stream(screen).feed(output)
+    return [line.rstrip() for line in screen.display if line.strip()]
+
+
+def test_ctrl_c_on_a_terminal_keeps_the_step_line_and_ends_in_one_calm_line(tmp_path):
+    runs, held, columns = tmp_path / "runs", tmp_path / "held", 250
+    # Under a real pseudo-terminal, so that Ctrl-C is the terminal's: its driver signals the whole foreground
+    # process group, git's processes included unless they run apart (a killed `git cat-file` broke the pipe of
+    # the commit that records the interrupt). SIGINT's default disposition for the agent, as a terminal's
+    # foreground job has it: a test suite started as a background job of a non-interactive shell inherits
+    # SIGINT ignored (POSIX), and a Python started with SIGINT ignored would never see the Ctrl-C. The run holds
+    # where the levers step begins (agent.runlog.fault_point's hold mode), after its first commits, until the
+    # signal comes: a fast machine cannot finish before it lands, nor a slow one be signalled too early.
+    child = pexpect.spawn(sys.executable, ["-m", "agent", "investigate", str(DATA / "targets" / "other-shapes.yaml"),
+                                           "--runs-dir", str(runs), "--decide", "stop"],
+                          cwd=str(ROOT), dimensions=(50, columns), encoding="utf-8", timeout=120,
+                          env={**os.environ, "PERF_INVESTIGATOR_FAULT": "hold:step_start:levers",
+                               "PERF_INVESTIGATOR_FAULT_HELD": str(held)},
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    shown = io.StringIO()
+    child.logfile_read = shown
     deadline = time.monotonic() + 300
-    while not held.exists() and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.05)
+    while not held.exists() and time.monotonic() < deadline and child.isalive():
+        child.expect([pexpect.TIMEOUT, pexpect.EOF], timeout=0.1)  # read on: a full terminal would stall the run
     if not held.exists():
-        proc.kill()
-        pytest.fail(f"the run never reached its first tool call's end: {proc.communicate()[1][-2000:]}")
-    assert int(held.read_text()) == proc.pid
-    log = events(only_run(runs))
-    assert log[-1]["kind"] == "tool_call" and log[-1]["tool"] == "box.survey"  # inside the call: its result not journaled
-    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C sends: the terminal's whole foreground group
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == exitcodes.INTERRUPTED, err[-2000:]
-    assert err.splitlines()[-1].startswith("error: interrupted; resume with: python -m agent investigate --resume")
+        child.close(force=True)
+        pytest.fail(f"the run never reached the levers step: {shown.getvalue()[-2000:]}")
+    assert int(held.read_text()) == child.pid
+    assert events(only_run(runs))[-1]["kind"] == "step_start"  # past the survey's commits, nothing of levers done
+    child.sendintr()  # Ctrl-C, as typed
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == exitcodes.INTERRUPTED, shown.getvalue()[-2000:]
+    lines = _screen(shown.getvalue(), columns)
+    assert re.fullmatch(r"error: interrupted; resume with: python -m agent investigate --resume \S+( \(.*\))?",
+                        lines[-1]), lines[-3:]
+    assert re.fullmatch(r"\s*[0-9.]+s levers: interrupted", lines[-2]), lines[-3:]  # the step in progress stays
     status = json.loads(agent("runs", "--runs-dir", runs, "--json").stdout)
     assert status[0]["status"] == "interrupted"
 
