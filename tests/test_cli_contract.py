@@ -14,16 +14,15 @@ import sys
 import time
 
 import pexpect
-import pyte
 import pytest
 from rich.console import Console
 
 from agent import runner
 from tools import exitcodes
 from agent.cli import decision_prompt, main, make_ask, valid_choices
-from agent.progress import LiveProgress
+from agent.progress import LiveProgress, PlainProgress
 
-from conftest import DATA, ROOT, agent, events, only_run
+from conftest import DATA, ROOT, agent, agent_on_terminal, events, only_run, screen_lines
 
 FORMS = DATA / "kernel-source-launch-forms"
 GATES_TREE = DATA / "gates-synthetic" / "fakeengine"
@@ -90,31 +89,18 @@ def test_ctrl_c_anywhere_exits_interrupted(monkeypatch, capsys, tmp_path):
     assert code == exitcodes.INTERRUPTED and err == "error: interrupted\n"
 
 
-def _screen(output: str, columns: int) -> list[str]:
-    """What a terminal of ``columns`` shows after ``output`` (escape sequences applied: a line the
-    program erased is gone), its non-empty lines."""
-    screen = pyte.Screen(columns, 50)
-    pyte.Stream(screen).feed(output)
-    return [line.rstrip() for line in screen.display if line.strip()]
-
-
 def test_ctrl_c_on_a_terminal_keeps_the_step_line_and_ends_in_one_calm_line(tmp_path):
-    runs, held, columns = tmp_path / "runs", tmp_path / "held", 250
+    runs, held = tmp_path / "runs", tmp_path / "held"
     # Under a real pseudo-terminal, so that Ctrl-C is the terminal's: its driver signals the whole foreground
     # process group, git's processes included unless they run apart (a killed `git cat-file` broke the pipe of
-    # the commit that records the interrupt). SIGINT's default disposition for the agent, as a terminal's
-    # foreground job has it: a test suite started as a background job of a non-interactive shell inherits
-    # SIGINT ignored (POSIX), and a Python started with SIGINT ignored would never see the Ctrl-C. The run holds
-    # where the levers step begins (agent.runlog.fault_point's hold mode), after its first commits, until the
-    # signal comes: a fast machine cannot finish before it lands, nor a slow one be signalled too early.
-    child = pexpect.spawn(sys.executable, ["-m", "agent", "investigate", str(DATA / "targets" / "other-shapes.yaml"),
-                                           "--runs-dir", str(runs), "--decide", "stop"],
-                          cwd=str(ROOT), dimensions=(50, columns), encoding="utf-8", timeout=120,
-                          env={**os.environ, "PERF_INVESTIGATOR_FAULT": "hold:step_start:levers",
-                               "PERF_INVESTIGATOR_FAULT_HELD": str(held)},
-                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    shown = io.StringIO()
-    child.logfile_read = shown
+    # the commit that records the interrupt). The run holds where the levers step begins (agent.runlog.
+    # fault_point's hold mode), after its first commits, until the signal comes: a fast machine cannot finish
+    # before it lands, nor a slow one be signalled too early.
+    child = agent_on_terminal("investigate", DATA / "targets" / "other-shapes.yaml", "--runs-dir", runs,
+                              "--decide", "stop", timeout=120,
+                              env={"PERF_INVESTIGATOR_FAULT": "hold:step_start:levers",
+                                   "PERF_INVESTIGATOR_FAULT_HELD": str(held)})
+    shown = child.logfile_read
     deadline = time.monotonic() + 300
     while not held.exists() and time.monotonic() < deadline and child.isalive():
         child.expect([pexpect.TIMEOUT, pexpect.EOF], timeout=0.1)  # read on: a full terminal would stall the run
@@ -127,9 +113,10 @@ def test_ctrl_c_on_a_terminal_keeps_the_step_line_and_ends_in_one_calm_line(tmp_
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == exitcodes.INTERRUPTED, shown.getvalue()[-2000:]
-    lines = _screen(shown.getvalue(), columns)
+    lines = screen_lines(shown.getvalue())
     assert re.fullmatch(r"error: interrupted; resume with: python -m agent investigate --resume \S+( \(.*\))?",
                         lines[-1]), lines[-3:]
+    assert lines[-1].endswith("(it keeps the run's --decide stop)")  # what a resume needs no flag for
     assert re.fullmatch(r"\s*[0-9.]+s levers: interrupted", lines[-2]), lines[-3:]  # the step in progress stays
     status = json.loads(agent("runs", "--runs-dir", runs, "--json").stdout)
     assert status[0]["status"] == "interrupted"
@@ -177,7 +164,7 @@ def test_validate_json(capsys):
 
 
 @pytest.mark.parametrize("argv, keys", [
-    (["investigate", "no-such-target"], {"run", "report", "findings", "headline", "commits"}),
+    (["investigate", "no-such-target"], {"run", "report", "findings", "headline", "commits", "result"}),
     (["replay", "/no/such/run"], {"run", "report", "findings", "headline", "commits"}),
     (["report", "/no/such/run"], {"run", "out", "markdown"}),
     (["validate", "/no/such.yaml"], {"path", "target", "summary"}),
@@ -299,3 +286,14 @@ def test_the_live_line_is_not_redrawn_while_the_user_types():
         assert _grows(screen), "the live line comes back after the prompt"
     finally:
         progress.close()
+
+
+def test_without_a_terminal_a_run_cut_short_ends_its_progress_with_the_step_it_was_in():
+    # the plain lines' counterpart of the live line left on a terminal (the Ctrl-C test above)
+    lines = io.StringIO()
+    progress = PlainProgress(lines)
+    progress.step_started("survey")
+    progress.step_finished("survey", "box: found")
+    progress.step_started("levers")
+    progress.close("interrupted")
+    assert lines.getvalue().splitlines()[-1].endswith("] levers: interrupted")
