@@ -196,6 +196,9 @@ def test_resume_takes_a_run_id_and_refuses_another_target(other_run, tmp_path):
     from_env = agent("investigate", "--resume", run.name, cwd=tmp_path, env={"PERF_INVESTIGATOR_RUNS": str(runs)})
     assert from_env.returncode == 0 and "already finished" in from_env.stdout, from_env.stderr
     assert "no run 'nope'" in _one_line(agent("investigate", "--resume", "nope", "--runs-dir", runs), 2)
+    # what the recorded target fixed is not changed halfway (issue 31: it was silently ignored)
+    budget = _one_line(agent("investigate", "--resume", run.name, "--runs-dir", runs, "--budget", "quick"), 2)
+    assert "--budget quick" in budget and "keeps it" in budget
     other = _one_line(agent("investigate", "dsv4-flash", "--resume", run.name, "--runs-dir", runs), 2)
     assert "investigates target other-shapes, not dsv4-flash" in other
     same = agent("investigate", TARGET, "--resume", run.name, "--runs-dir", runs)
