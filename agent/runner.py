@@ -126,7 +126,8 @@ def resume(run_ref: str | Path, box: Box, decide: str | None, ask: Ask | None = 
         state0 = initial_state(events, run.log_path)
         if target_ref is not None:
             _same_target(target_ref, run, state0)
-        _same_settings(run, parse_target(state0["target"], str(run.log_path)), budget, stand_in, engine)
+        if budget is not None or stand_in or engine is not None:
+            _same_settings(run, state0, budget, stand_in, engine)
     except BadInput as exc:
         run.unlock()
         return Outcome("bad-input", str(exc), run.root, 2)
@@ -174,9 +175,13 @@ def _same_target(target_ref: str, run: RunDir, state0: dict) -> None:
                        f"with the target it recorded; resume it without a TARGET, or start a new run")
 
 
-def _same_settings(run: RunDir, recorded: Target, budget: str | None, stand_in: bool, engine: str | None) -> None:
+def _same_settings(run: RunDir, state0: dict, budget: str | None, stand_in: bool, engine: str | None) -> None:
     """BadInput when a resume asks for a budget, the stand-in or an engine the run was not started with:
     they are in its recorded target, and a run measured half one way and half another is not one run."""
+    try:
+        recorded = parse_target(state0["target"], str(run.log_path))
+    except TargetError as exc:
+        raise BadInput(f"run {run.root.name}'s recorded target cannot be read to compare: {exc}") from None
     started = recorded.thresholds.noise.budget
     if budget is not None and budget != started:
         raise BadInput(f"--budget {budget}: run {run.root.name} was started with the {started} budget and keeps it; "
@@ -212,7 +217,8 @@ def resume_command(run: RunDir, decide: str | None, box: Box | None, target: dic
     described = box.describe() if box is not None else {}
     if described.get("kind") == "ssh":
         kept.append(f"--box ssh://{described['target']}")
-    budget = target.get("thresholds", {}).get("noise", {}).get("budget")
+    target = target if isinstance(target, dict) else {}  # a recorded target gone bad fails in the run, not here
+    budget = ((target.get("thresholds") or {}).get("noise") or {}).get("budget")
     if budget and budget != "normal":
         kept.append(f"--budget {budget}")
     if ((target.get("engine") or {}).get("server") or {}).get("stand_in"):
