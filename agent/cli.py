@@ -154,16 +154,17 @@ def cmd_investigate(args) -> int:
     progress = make_progress()
     ask = make_ask(progress) if sys.stdin.isatty() and not args.decide else None
     ended = None
+    argv = getattr(args, "command_line", None)
     try:
         if args.resume:
             # RUN is a run's directory or its id under --runs-dir; a TARGET given too must be the run's own
             outcome = runner.resume(args.resume, box, args.decide, ask, progress, runs_dir=Path(args.runs_dir),
-                                    target_ref=args.target, argv=getattr(args, "command_line", None), budget=args.budget,
-                                    stand_in=args.stand_in, engine=args.engine)
+                                    target_ref=args.target, argv=argv, budget=args.budget, stand_in=args.stand_in,
+                                    engine=args.engine)
         else:
             outcome = runner.investigate(args.target, Path(args.runs_dir), box, args.decide, ask, progress,
-                                         run_id=args.run_id, argv=getattr(args, "command_line", None), budget=args.budget,
-                                         stand_in=args.stand_in, engine=args.engine)
+                                         run_id=args.run_id, argv=argv, budget=args.budget, stand_in=args.stand_in,
+                                         engine=args.engine)
         ended = "interrupted" if outcome.status == "interrupted" else None
     except KeyboardInterrupt:  # before the run could journal it (main says so)
         ended = "interrupted"
