@@ -38,7 +38,7 @@ def error_line(message: str) -> None:
 
 # Each command's own --json keys, always present (null where they do not apply): README, "Machine-readable output".
 JSON_KEYS = {
-    "investigate": ("run", "report", "findings", "headline", "commits"),
+    "investigate": ("run", "report", "findings", "headline", "commits", "result"),
     "replay": ("run", "report", "findings", "headline", "commits"),
     "report": ("run", "out", "markdown"),
     "validate": ("path", "target", "summary"),
@@ -121,25 +121,59 @@ def make_ask(progress, read=input, stream=None):
     return ask
 
 
+# What a resume takes from the command lines that started and resumed the run unless it gives them again:
+# who answers the decision, and the box measured on. (--budget, --stand-in and --engine are in the run's
+# recorded target: fixed for the run, runner.resume refuses others.)
+RESUMED = ("decide", "box", "box_python", "box_known_hosts", "box_insecure_accept_new", "box_fingerprint",
+           "box_identity")
+
+
+def _with_run_options(args) -> None:
+    """Fill the RESUMED options the resume does not give from the run's journaled command lines, the
+    latest that gives each; a line this version cannot read contributes nothing (nothing is guessed)."""
+    from agent import runner
+
+    given = {name: getattr(args, name) for name in RESUMED if getattr(args, name, None)}
+    for argv in runner.command_lines(args.resume, Path(args.runs_dir)):
+        try:
+            recorded = build_parser(_RecordedLine).parse_args(argv)
+        except (ValueError, SystemExit):
+            continue
+        for name in RESUMED:
+            if getattr(recorded, name, None) and name not in given:
+                setattr(args, name, getattr(recorded, name))
+
+
 def cmd_investigate(args) -> int:
     from agent import runner
 
     if not args.resume and not args.target:
         return _fail("investigate needs a TARGET (or --resume RUN)", exitcodes.BAD_INPUT, args)
+    if args.resume:
+        _with_run_options(args)
     box = _box(args)
     progress = _progress(args)
     ask = make_ask(progress) if sys.stdin.isatty() and not args.decide else None
+    ended = None
+    argv = getattr(args, "command_line", None)
     try:
         if args.resume:
             # RUN is a run's directory or its id under --runs-dir; a TARGET given too must be the run's own
             outcome = runner.resume(args.resume, box, args.decide, ask, progress, runs_dir=Path(args.runs_dir),
-                                    target_ref=args.target)
+                                    target_ref=args.target, argv=argv, budget=args.budget, stand_in=args.stand_in,
+                                    engine=args.engine)
         else:
             outcome = runner.investigate(args.target, Path(args.runs_dir), box, args.decide, ask, progress,
-                                         run_id=args.run_id, argv=sys.argv[1:], budget=args.budget,
-                                         stand_in=args.stand_in, engine=args.engine)
+                                         run_id=args.run_id, argv=argv, budget=args.budget, stand_in=args.stand_in,
+                                         engine=args.engine)
+        ended = "interrupted" if outcome.status == "interrupted" else None
+    except KeyboardInterrupt:  # before the run could journal it (main says so)
+        ended = "interrupted"
+        raise
     finally:
-        progress.close()  # before the outcome prints: the live line is erased, not left above it
+        # before the outcome prints: the live line is erased, not left above it; a run cut short keeps
+        # its step's line, so the user sees where it stopped
+        progress.close(ended)
         getattr(box, "close", lambda: None)()  # an SSH box: its directory on the host, its connection
     return _report(outcome, args)
 
@@ -148,11 +182,19 @@ def _report(outcome, args) -> int:
     """Print a run's outcome (text, or the --json object) and return its exit code. A finished run
     and one awaiting a decision print on stdout; every other outcome is an error line."""
     code = exitcodes.for_status(outcome.status)
+    found = _result(outcome, args)
     if outcome.status in ("done", "awaiting-decision"):
         if not getattr(args, "json", False):
-            print(outcome.message)
-            if outcome.details.get("headline"):
-                print(outcome.details["headline"])
+            if found is None:
+                print(outcome.message)
+                if outcome.details.get("headline"):
+                    print(outcome.details["headline"])
+            else:
+                from agent import summary
+
+                if outcome.message != found["report"]:  # a run finished before: said first
+                    print(outcome.message)
+                print(summary.block(found, outcome.run_dir.name))
     else:
         error_line(outcome.message)
     if getattr(args, "json", False):
@@ -160,12 +202,28 @@ def _report(outcome, args) -> int:
 
         run_dir = outcome.run_dir
         report = run_dir / REPORT if run_dir is not None and outcome.status == "done" else None
+        extra = {"result": {k: v for k, v in found.items() if k != "text"} if found else None} \
+            if args.command == "investigate" else {}
         _print_json(json_result(
             args.command, outcome.status, outcome.message, run=str(run_dir) if run_dir else None,
             report=str(report) if report is not None and report.is_file() else None,
             findings=outcome.details.get("findings"), headline=outcome.details.get("headline"),
-            commits=outcome.details.get("commits")))
+            commits=outcome.details.get("commits"), **extra))
     return code
+
+
+def _result(outcome, args) -> dict[str, Any] | None:
+    """What a finished investigation found (agent.summary), printed once at its end; None for every
+    other outcome and command."""
+    if args.command != "investigate" or outcome.status != "done" or outcome.run_dir is None:
+        return None
+    from agent import summary
+    from agent.runlog import CorruptLog
+
+    try:
+        return summary.result(outcome.run_dir)
+    except (OSError, CorruptLog, ValueError):  # the run is done; a journal unread since only costs the block
+        return None
 
 
 def cmd_replay(args) -> int:
@@ -407,16 +465,23 @@ def _progress(args):
         class Quiet(SilentProgress):
             paused = PlainProgress.paused
 
-            def close(self):
+            def close(self, ended=None):
                 pass
         return Quiet()
     return PlainProgress() if getattr(args, "verbose", False) else make_progress()
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _RecordedLine(Parser):
+    """A journaled command line read back: one this version cannot parse raises, and prints nothing."""
+
+    def error(self, message: str):
+        raise ValueError(message)
+
+
+def build_parser(parser_class: type[Parser] = Parser) -> argparse.ArgumentParser:
     from agent.box.choice import add_box_arguments
 
-    parser = Parser(prog=_prog(), description="Investigate why an LLM deployment is far from its throughput goal.",
+    parser = parser_class(prog=_prog(), description="Investigate why an LLM deployment is far from its throughput goal.",
                     epilog="Examples:\n" + "\n".join(f"  {_prog()} {EXAMPLES[c][0]}" for c in ("investigate", "runs", "report"))
                     + f"\n\n{_prog()} COMMAND --help: a command's arguments and examples.",
                     formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -430,7 +495,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("target", nargs="?", help="target name (agent/targets/NAME.yaml) or path to a target YAML")
     p.add_argument("--resume", metavar="RUN", help="continue an interrupted run from its checkpoint: its directory, "
                    "or its id under --runs-dir (a TARGET given too must be the run's)")
-    p.add_argument("--decide", choices=["auto", "splitk", "stop"], help="answer the options step without a prompt")
+    p.add_argument("--decide", choices=["auto", "splitk", "stop"], help="answer the options step without a prompt "
+                   "(a resume keeps the run's unless given again, as it keeps its --box options)")
     p.add_argument("--runs-dir", default=str(DEFAULT_RUNS), help="where runs are written (default: %(default)s)")
     p.add_argument("--run-id", help="name of the run directory (default: TARGET-UTCSTAMP-RANDOM)")
     add_box_arguments(p)
@@ -508,6 +574,7 @@ def main(argv: list[str] | None = None) -> int:
             code = _run_tool_command(argv[0], argv[1:])
         else:
             args = build_parser().parse_args(argv)
+            args.command_line = list(argv)  # journaled: a resume reuses its options
             code = args.func(args)
         sys.stdout.flush()  # here, not at exit, so that a reader gone away is caught below
         return code

@@ -48,14 +48,17 @@ class PlainProgress:
     def __init__(self, stream: TextIO = sys.stderr):
         self.stream = stream
         self.started = time.monotonic()
+        self.step: str | None = None  # the step in progress, for the line a run cut short ends with
 
     def _line(self, text: str) -> None:
         print(f"[{time.monotonic() - self.started:7.1f}s] {text}", file=self.stream, flush=True)
 
     def step_started(self, step):
+        self.step = step
         self._line(f"{step}: started")
 
     def step_finished(self, step, headline):
+        self.step = None
         self._line(f"{step}: {headline}")
 
     def tool_started(self, step, tool, summary):
@@ -72,8 +75,11 @@ class PlainProgress:
         """While the run asks the user something: plain lines never redraw, nothing to stop."""
         yield
 
-    def close(self):
-        pass
+    def close(self, ended: str | None = None):
+        """Stop showing progress; ``ended`` (e.g. "interrupted"): the run was cut short, and a last
+        line says in which step."""
+        if ended:
+            self._line(f"{self.step or 'run'}: {ended}")
 
 
 class _Status:
@@ -132,8 +138,13 @@ class LiveProgress(PlainProgress):
             self.live = Live(self.status, console=self.console, refresh_per_second=4, transient=True)
             self.live.start()
 
-    def close(self):
+    def close(self, ended: str | None = None):
+        """Erase the live line; with ``ended`` (e.g. "interrupted") what it showed stays on screen,
+        ending with that word, so a run cut short shows where it stopped."""
         self.live.stop()
+        if ended:
+            tool = f" {self.status.tool}" if self.status.tool else ""
+            self._line(f"{self.status.step}:{tool} {ended}")
 
 
 def make_progress(stream: TextIO = sys.stderr):

@@ -43,6 +43,21 @@ BUNDLE = "history.bundle"  # a shipped run's git history, where the run travels 
 _UNCOMMITTED = [f"/{CHECKPOINTS}*", f"/{LOCK}", "/replay.jsonl"]
 
 
+class _Git(git.Git):
+    """git's processes, each in a session of its own, as the box's tools are (agent.box.local): Ctrl-C
+    signals the terminal's whole foreground process group, and the persistent ``git cat-file`` it
+    killed broke the pipe of the commit that records the interrupt (issue 31). The agent alone
+    answers a Ctrl-C; the git processes it runs finish what they were asked."""
+
+    def execute(self, *args, **kwargs):
+        kwargs.setdefault("start_new_session", True)
+        return super().execute(*args, **kwargs)
+
+
+class _Repo(git.Repo):
+    GitCommandWrapperType = _Git
+
+
 class RunDirError(RuntimeError):
     """The run directory cannot be made, locked or read; the message is one line."""
 
@@ -119,7 +134,7 @@ def check_runs_dir(runs_dir: Path) -> None:
 class RunDir:
     def __init__(self, root: Path, repo: git.Repo | None = None):
         if repo is None and (root / ".git").is_dir():
-            repo = git.Repo(root)
+            repo = _Repo(root)
         self.root = root
         self.repo = repo
 
@@ -136,7 +151,7 @@ class RunDir:
             raise RunDirError(f"run {root} already exists") from None
         if not inside(runs_dir, root):  # raced in through a symlink: nothing is written there
             raise RunDirError(f"run {root} would lie outside {runs_dir}")
-        git.Repo.init(root, initial_branch=BRANCH)
+        _Repo.init(root, initial_branch=BRANCH)
         with open(root / ".git" / "info" / "exclude", "a") as handle:
             handle.write("\n".join(_UNCOMMITTED) + "\n")
         (root / "artifacts").mkdir()
@@ -180,6 +195,12 @@ class RunDir:
 
     def unlock(self) -> None:
         (self.root / LOCK).unlink(missing_ok=True)
+
+    def restart_git(self) -> None:
+        """Stop the git processes kept for reading objects; the next read starts new ones. After a Ctrl-C:
+        the signal may have cut a question to one of them short, and its answer would answer the next."""
+        if self.repo is not None:
+            self.repo.git.clear_cache()
 
     # -- artifacts ---------------------------------------------------------------------------
 

@@ -103,9 +103,14 @@ def investigate(target_ref: str, runs_dir: Path, box: Box, decide: str | None, a
 
 
 def resume(run_ref: str | Path, box: Box, decide: str | None, ask: Ask | None = None,
-           progress: Progress | None = None, runs_dir: Path | None = None, target_ref: str | None = None) -> Outcome:
+           progress: Progress | None = None, runs_dir: Path | None = None, target_ref: str | None = None,
+           argv: list[str] | None = None, budget: str | None = None, stand_in: bool = False,
+           engine: str | None = None) -> Outcome:
     """Continue a run named by its path or by its id under ``runs_dir``. With ``target_ref``, the target
-    must be the one the run records (it is refused otherwise: the run always continues its own)."""
+    must be the one the run records (it is refused otherwise: the run always continues its own); so must
+    ``budget``, ``stand_in`` and ``engine`` where given, which the recorded target fixed. ``decide`` and
+    ``box`` are the caller's to choose (the CLI reuses the run's own: ``command_lines``); ``argv``, the
+    resuming command line, is journaled with them."""
     progress = progress or SilentProgress()
     try:
         run = RunDir.open(resolve_run(run_ref, runs_dir))
@@ -121,6 +126,8 @@ def resume(run_ref: str | Path, box: Box, decide: str | None, ask: Ask | None = 
         state0 = initial_state(events, run.log_path)
         if target_ref is not None:
             _same_target(target_ref, run, state0)
+        if budget is not None or stand_in or engine is not None:
+            _same_settings(run, state0, budget, stand_in, engine)
     except BadInput as exc:
         run.unlock()
         return Outcome("bad-input", str(exc), run.root, 2)
@@ -130,13 +137,14 @@ def resume(run_ref: str | Path, box: Box, decide: str | None, ask: Ask | None = 
     ends = [e for e in events if e["kind"] == "run_end"]
     if ends and ends[-1]["status"] == "done":
         try:  # a crash between the run_end line and its commit: the final commit is made now
-            _sync_finished(run)
+            findings = _sync_finished(run)
         finally:
             run.unlock()
-        return Outcome("done", f"run {run.root.name} is already finished", run.root, 0)
+        return Outcome("done", f"run {run.root.name} is already finished", run.root, 0,
+                       {"findings": len(findings), "headline": findings[-1]["headline"]} if findings else {})
     _attach(box, run)
     try:
-        log.append("attempt_start", box=box.describe(), agent=agent_end(), decide=decide)
+        log.append("attempt_start", box=box.describe(), agent=agent_end(), decide=decide, argv=argv or [])
     except JournalWriteError as exc:
         run.unlock()
         return Outcome("failed", str(exc), run.root, 1)
@@ -167,7 +175,60 @@ def _same_target(target_ref: str, run: RunDir, state0: dict) -> None:
                        f"with the target it recorded; resume it without a TARGET, or start a new run")
 
 
-def _sync_finished(run: RunDir) -> None:
+def _same_settings(run: RunDir, state0: dict, budget: str | None, stand_in: bool, engine: str | None) -> None:
+    """BadInput when a resume asks for a budget, the stand-in or an engine the run was not started with:
+    they are in its recorded target, and a run measured half one way and half another is not one run."""
+    try:
+        recorded = parse_target(state0["target"], str(run.log_path))
+    except TargetError as exc:
+        raise BadInput(f"run {run.root.name}'s recorded target cannot be read to compare: {exc}") from None
+    started = recorded.thresholds.noise.budget
+    if budget is not None and budget != started:
+        raise BadInput(f"--budget {budget}: run {run.root.name} was started with the {started} budget and keeps it; "
+                       f"resume it without --budget, or start a new run")
+    if stand_in and not (recorded.engine.server is not None and recorded.engine.server.stand_in):
+        raise BadInput(f"--stand-in: run {run.root.name} was started without the stand-in server and keeps its "
+                       f"server; resume it without --stand-in, or start a new run")
+    if engine is not None and engine != recorded.engine.kind:
+        raise BadInput(f"--engine {engine}: run {run.root.name} runs the {recorded.engine.kind} engine")
+
+
+def command_lines(run_ref: str | Path, runs_dir: Path | None = None) -> list[list[str]]:
+    """The command lines that started and resumed the run (run_start's and each attempt_start's argv,
+    oldest first); a run started through this API records none, and its ``--decide`` stands in for one.
+    [] when the run cannot be read (resume says why)."""
+    try:
+        events = read_events(resolve_run(run_ref, runs_dir) / LOG_NAME)
+    except (RunDirError, CorruptLog, OSError):
+        return []
+    lines = []
+    for event in events:
+        if event["kind"] in ("run_start", "attempt_start"):
+            argv = list(event.get("argv") or [])
+            if not argv and event["kind"] == "run_start" and event.get("decide"):
+                argv = ["investigate", "--decide", event["decide"]]
+            lines.append(argv)
+    return lines
+
+
+def resume_command(run: RunDir, decide: str | None, box: Box | None, target: dict) -> str:
+    """The command that continues the run, and the options of the run's own it keeps without being told."""
+    kept = [f"--decide {decide}"] if decide else []
+    described = box.describe() if box is not None else {}
+    if described.get("kind") == "ssh":
+        kept.append(f"--box ssh://{described['target']}")
+    target = target if isinstance(target, dict) else {}  # a recorded target gone bad fails in the run, not here
+    budget = ((target.get("thresholds") or {}).get("noise") or {}).get("budget")
+    if budget and budget != "normal":
+        kept.append(f"--budget {budget}")
+    if ((target.get("engine") or {}).get("server") or {}).get("stand_in"):
+        kept.append("--stand-in")
+    keeps = f"it keeps the run's {', '.join(kept)}" if kept else "it keeps the options the run was started with"
+    return f"python -m agent investigate --resume {run.root} ({keeps})"
+
+
+def _sync_finished(run: RunDir) -> list[dict]:
+    """Make the finished run's commits (those a crash after its run_end left unmade); its findings."""
     graph, connection = _graph_for(run)
     try:
         values = graph.get_state({"configurable": {"thread_id": _run_thread(run)}}).values
@@ -175,6 +236,7 @@ def _sync_finished(run: RunDir) -> None:
         connection.close()
     if values:
         sync_commits(run, values.get("findings", []))
+    return (values or {}).get("findings", [])
 
 
 def initial_state(events: list[dict], log_path: Path) -> dict:
@@ -209,6 +271,7 @@ def drive(run: RunDir, session: Session, log: RunLog, state0: dict, decide: str 
     graph, connection = _graph_for(run)
     config = {"configurable": {"thread_id": state0["run_id"]}}
     findings_now = lambda: graph.get_state(config).values.get("findings", [])  # noqa: E731
+    again = resume_command(run, decide, getattr(session, "box", None), state0["target"])
     try:
         # inside the try: a recorded target that no longer validates fails the run as a step's error does
         context = RunContext(session=session, target=parse_target(state0["target"], f"{run.log_path} (initial_state)"))
@@ -252,25 +315,23 @@ def drive(run: RunDir, session: Session, log: RunLog, state0: dict, decide: str 
                        {"findings": len(findings), "headline": final.headline})
     except JournalWriteError as exc:  # nothing more can be journaled: say so, and where the journal ends
         return Outcome("failed", f"{session.step or 'run'}: the journal cannot be written: {exc}; it holds "
-                       f"{log.next_seq - 1} whole lines (free space, then resume with: python -m agent investigate "
-                       f"--resume {run.root})", run.root, 1)
+                       f"{log.next_seq - 1} whole lines (free space, then resume with: {again})", run.root, 1)
     except (StepFailed, Divergence) as exc:
         note = _end_run(run, log, findings_now, "failed", step=session.step, message=str(exc))
-        return Outcome("failed", f"{session.step or 'run'}: {exc}{note} (resume with: python -m agent investigate "
-                       f"--resume {run.root})", run.root, 1)
+        return Outcome("failed", f"{session.step or 'run'}: {exc}{note} (resume with: {again})", run.root, 1)
     except BoxUnreachable as exc:  # the box went (or never came back): nothing it ran is lost, the call re-runs
         note = _end_run(run, log, findings_now, "failed", step=session.step, message=str(exc))
-        return Outcome("failed", f"{session.step or 'run'}: {exc}{note} (when the box is back, resume with: python -m "
-                       f"agent investigate --resume {run.root} --box ...)", run.root, 1)
+        return Outcome("failed", f"{session.step or 'run'}: {exc}{note} (when the box is back, resume with: {again})",
+                       run.root, 1)
     except KeyboardInterrupt:
+        run.restart_git()
         note = _end_run(run, log, findings_now, "interrupted", step=session.step, message="interrupted by the user")
-        return Outcome("interrupted", f"interrupted{note}; resume with: python -m agent investigate --resume {run.root}",
-                       run.root, exitcodes.INTERRUPTED)
+        return Outcome("interrupted", f"interrupted{note}; resume with: {again}", run.root, exitcodes.INTERRUPTED)
     except Exception as exc:  # a bug or a broken box: journal it whole, fail the run, keep it resumable
         note = _end_run(run, log, findings_now, "failed", step=session.step, message=f"{type(exc).__name__}: {exc}",
                         traceback=traceback.format_exc())
         return Outcome("failed", f"{session.step or 'run'} failed: {type(exc).__name__}: {exc}{note} (the traceback is in "
-                       f"{run.log_path}; resume with: python -m agent investigate --resume {run.root})", run.root, 1)
+                       f"{run.log_path}; resume with: {again})", run.root, 1)
     finally:
         connection.close()
         run.unlock()

@@ -9,7 +9,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from reports.format import Markdown, cell, code, fmt, fmt_spread, md_text, pct, short, signed_pct
 from schema.consistency import Consistency
-from schema.finding import Finding, Table
+from schema.finding import Finding, Number, Table
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 
@@ -37,16 +37,19 @@ def log_links(seqs: list[int], prefix: str = "") -> str:
     return "log " + ", ".join(parts)
 
 
+def number_text(number: Number, spec: str = ".3g") -> str:
+    """A finding's number as the report shows it: its unit, to the digits its spread supports."""
+    if number.spread is not None and number.unit != "fraction":
+        return fmt_spread(number.value, number.spread, number.unit)
+    return pct(number.value) if number.unit == "fraction" else fmt(number.value, spec, number.unit)
+
+
 def num(finding: Finding | None, key: str, spec: str = ".3g", prefix: str = "") -> str:
     """A finding's number with its unit and where it came from: finding file and log lines."""
     if finding is None or key not in finding.numbers:
         return "-"
     number = finding.numbers[key]
-    if number.spread is not None and number.unit != "fraction":
-        value = fmt_spread(number.value, number.spread, number.unit)
-    else:
-        value = pct(number.value) if number.unit == "fraction" else fmt(number.value, spec, number.unit)
-    return f"**{value}** ({finding_link(finding, prefix + 'findings/')}; {log_links(number.seqs, prefix)})"
+    return f"**{number_text(number, spec)}** ({finding_link(finding, prefix + 'findings/')}; {log_links(number.seqs, prefix)})"
 
 
 def table(t, prefix: str = "") -> str:

@@ -20,6 +20,33 @@ def agent(*args, cwd=ROOT, env=None, timeout=1200) -> subprocess.CompletedProces
                           capture_output=True, text=True, timeout=timeout)
 
 
+def agent_on_terminal(*args, cwd=ROOT, env=None, columns=250, timeout=600):
+    """``python -m agent ARGS`` under a real pseudo-terminal (pexpect): stdin, stdout and stderr a terminal,
+    as a user's; ``.logfile_read`` holds all it printed. SIGINT's default disposition, as a terminal's
+    foreground job has it: a suite started as a background job of a non-interactive shell inherits SIGINT
+    ignored (POSIX), and a Python started so would never see a Ctrl-C."""
+    import io
+    import signal
+
+    import pexpect
+
+    child = pexpect.spawn(sys.executable, ["-m", "agent", *map(str, args)], cwd=str(cwd), dimensions=(50, columns),
+                          encoding="utf-8", timeout=timeout, env={**os.environ, **(env or {})},
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    child.logfile_read = io.StringIO()
+    return child
+
+
+def screen_lines(output: str, columns: int = 250, rows: int = 200) -> list[str]:
+    """What a terminal shows after ``output`` (escape sequences applied: a line the program erased is
+    gone), its non-empty lines."""
+    import pyte
+
+    screen = pyte.Screen(columns, rows)
+    pyte.Stream(screen).feed(output)
+    return [line.rstrip() for line in screen.display if line.strip()]
+
+
 def only_run(runs_dir: Path) -> Path:
     runs = [p for p in runs_dir.iterdir() if (p / "log.jsonl").exists()]
     assert len(runs) == 1, runs

@@ -8,20 +8,21 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import signal
-import subprocess
 import sys
 import time
 
+import pexpect
 import pytest
 from rich.console import Console
 
 from agent import runner
 from tools import exitcodes
 from agent.cli import decision_prompt, main, make_ask, valid_choices
-from agent.progress import LiveProgress
+from agent.progress import LiveProgress, PlainProgress
 
-from conftest import DATA, ROOT, agent, events, only_run
+from conftest import DATA, ROOT, agent, agent_on_terminal, events, only_run, screen_lines
 
 FORMS = DATA / "kernel-source-launch-forms"
 GATES_TREE = DATA / "gates-synthetic" / "fakeengine"
@@ -88,32 +89,35 @@ def test_ctrl_c_anywhere_exits_interrupted(monkeypatch, capsys, tmp_path):
     assert code == exitcodes.INTERRUPTED and err == "error: interrupted\n"
 
 
-def test_sigint_during_a_real_run_exits_130_and_the_run_says_interrupted(tmp_path):
+def test_ctrl_c_on_a_terminal_keeps_the_step_line_and_ends_in_one_calm_line(tmp_path):
     runs, held = tmp_path / "runs", tmp_path / "held"
-    # SIGINT's default disposition for the agent, as a terminal's foreground job has it: a test suite started as a
-    # background job of a non-interactive shell inherits SIGINT ignored (POSIX), and a Python started with SIGINT
-    # ignored keeps it ignored, so the agent would never see the Ctrl-C (a rehearsal run in the background did).
-    # The run holds inside its first tool call (agent.runlog.fault_point's hold mode) until the signal comes: a fast
-    # machine cannot finish the run before it lands, nor a slow one be signalled before the run began.
-    proc = subprocess.Popen([sys.executable, "-m", "agent", "investigate", DATA / "targets" / "other-shapes.yaml",
-                             "--runs-dir", runs, "--decide", "stop"], cwd=ROOT, start_new_session=True,
-                            env={**os.environ, "PERF_INVESTIGATOR_FAULT": "hold:tool:box.survey",
-                                 "PERF_INVESTIGATOR_FAULT_HELD": str(held)},
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Under a real pseudo-terminal, so that Ctrl-C is the terminal's: its driver signals the whole foreground
+    # process group, git's processes included unless they run apart (a killed `git cat-file` broke the pipe of
+    # the commit that records the interrupt). The run holds where the levers step begins (agent.runlog.
+    # fault_point's hold mode), after its first commits, until the signal comes: a fast machine cannot finish
+    # before it lands, nor a slow one be signalled too early.
+    child = agent_on_terminal("investigate", DATA / "targets" / "other-shapes.yaml", "--runs-dir", runs,
+                              "--decide", "stop", timeout=120,
+                              env={"PERF_INVESTIGATOR_FAULT": "hold:step_start:levers",
+                                   "PERF_INVESTIGATOR_FAULT_HELD": str(held)})
+    shown = child.logfile_read
     deadline = time.monotonic() + 300
-    while not held.exists() and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.05)
+    while not held.exists() and time.monotonic() < deadline and child.isalive():
+        child.expect([pexpect.TIMEOUT, pexpect.EOF], timeout=0.1)  # read on: a full terminal would stall the run
     if not held.exists():
-        proc.kill()
-        pytest.fail(f"the run never reached its first tool call's end: {proc.communicate()[1][-2000:]}")
-    assert int(held.read_text()) == proc.pid
-    log = events(only_run(runs))
-    assert log[-1]["kind"] == "tool_call" and log[-1]["tool"] == "box.survey"  # inside the call: its result not journaled
-    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C sends: the terminal's whole foreground group
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == exitcodes.INTERRUPTED, err[-2000:]
-    assert err.splitlines()[-1].startswith("error: interrupted; resume with: python -m agent investigate --resume")
+        child.close(force=True)
+        pytest.fail(f"the run never reached the levers step: {shown.getvalue()[-2000:]}")
+    assert int(held.read_text()) == child.pid
+    assert events(only_run(runs))[-1]["kind"] == "step_start"  # past the survey's commits, nothing of levers done
+    child.sendintr()  # Ctrl-C, as typed
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == exitcodes.INTERRUPTED, shown.getvalue()[-2000:]
+    lines = screen_lines(shown.getvalue())
+    assert re.fullmatch(r"error: interrupted; resume with: python -m agent investigate --resume \S+( \(.*\))?",
+                        lines[-1]), lines[-3:]
+    assert lines[-1].endswith("(it keeps the run's --decide stop)")  # what a resume needs no flag for
+    assert re.fullmatch(r"\s*[0-9.]+s levers: interrupted", lines[-2]), lines[-3:]  # the step in progress stays
     status = json.loads(agent("runs", "--runs-dir", runs, "--json").stdout)
     assert status[0]["status"] == "interrupted"
 
@@ -160,7 +164,7 @@ def test_validate_json(capsys):
 
 
 @pytest.mark.parametrize("argv, keys", [
-    (["investigate", "no-such-target"], {"run", "report", "findings", "headline", "commits"}),
+    (["investigate", "no-such-target"], {"run", "report", "findings", "headline", "commits", "result"}),
     (["replay", "/no/such/run"], {"run", "report", "findings", "headline", "commits"}),
     (["report", "/no/such/run"], {"run", "out", "markdown"}),
     (["validate", "/no/such.yaml"], {"path", "target", "summary"}),
@@ -282,3 +286,14 @@ def test_the_live_line_is_not_redrawn_while_the_user_types():
         assert _grows(screen), "the live line comes back after the prompt"
     finally:
         progress.close()
+
+
+def test_without_a_terminal_a_run_cut_short_ends_its_progress_with_the_step_it_was_in():
+    # the plain lines' counterpart of the live line left on a terminal (the Ctrl-C test above)
+    lines = io.StringIO()
+    progress = PlainProgress(lines)
+    progress.step_started("survey")
+    progress.step_finished("survey", "box: found")
+    progress.step_started("levers")
+    progress.close("interrupted")
+    assert lines.getvalue().splitlines()[-1].endswith("] levers: interrupted")

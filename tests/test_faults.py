@@ -39,18 +39,23 @@ TARGET = DATA / "targets" / "other-shapes.yaml"
 # invocation, then each resume). Chosen so that what a kill makes the run redo is cheap. A "fault" point
 # SIGKILLs the agent where agent.runlog.fault_point names it; "killpg" kills the agent's whole process
 # group (the agent and the engine it runs) with -9 while the lever sweep runs, as kill -9 from a shell
-# would; "await" resumes without --decide and without a terminal: the run stops at the decision (exit 3).
+# would; "await" resumes without a terminal: no command line of the run gave --decide, so the run stops at
+# the decision (exit 3). One resume gives --decide, as a user answers once, and is killed before the answer
+# is taken (its first commit sync: the findings up to the question); the ones after it give none and must
+# keep it (issue 31: a resume dropped the run's --decide and stopped at the question again).
+AT_DECISION = "branch:at-decision"
 BATTERY = [
-    ("fault", "step_start:survey"),        # a step begun, nothing done
-    ("fault", "tool:box.survey"),          # inside a tool call: it ran, its result not journaled
-    ("fault", "checkpoint:survey_box"),    # the step checkpointed, its commit not made
-    ("killpg", "levers"),                  # mid-sweep: its call journaled, its result not; the engine dies too
-    ("fault", "branch:2"),                 # inside the commit sync: objects written, the branch not moved
-    ("fault", "finding:ceiling"),          # a finding journaled, not checkpointed: the step is redone
-    ("fault", "step_end:options"),         # the step's end journaled, not checkpointed: redone
-    ("await", None),                       # no terminal, no --decide: the run waits, it does not guess
-    ("fault", "step_start:report"),
-    ("fault", "run_end"),                  # run_end journaled, its final commit not made
+    ("fault", "step_start:survey", []),        # a step begun, nothing done
+    ("fault", "tool:box.survey", []),          # inside a tool call: it ran, its result not journaled
+    ("fault", "checkpoint:survey_box", []),    # the step checkpointed, its commit not made
+    ("killpg", "levers", []),                  # mid-sweep: its call journaled, its result not; the engine dies too
+    ("fault", "branch:2", []),                 # inside the commit sync: objects written, the branch not moved
+    ("fault", "finding:ceiling", []),          # a finding journaled, not checkpointed: the step is redone
+    ("fault", "step_end:options", []),         # the step's end journaled, not checkpointed: redone
+    ("await", None, []),                       # no terminal, no --decide ever: the run waits, it does not guess
+    ("fault", AT_DECISION, ["--decide", "stop"]),  # the answer given, the resume killed before it is taken
+    ("fault", "step_start:report", []),        # the question answered by the --decide the run keeps
+    ("fault", "run_end", []),                  # run_end journaled, its final commit not made
 ]
 
 
@@ -86,11 +91,11 @@ def _kill_mid_levers(argv: list, run: Path) -> None:
 def test_kill_9_at_every_boundary_then_resume_loses_and_duplicates_nothing(other_run, tmp_path):
     runs = tmp_path / "runs"
     run = runs / "k"
-    for attempt, (how, point) in enumerate(BATTERY, start=1):
+    for attempt, (how, point, given) in enumerate(BATTERY, start=1):
         argv = (["investigate", TARGET, "--runs-dir", runs, "--run-id", "k"] if attempt == 1 else
-                ["investigate", "--resume", "k", "--runs-dir", runs])
+                ["investigate", "--resume", "k", "--runs-dir", runs]) + given
         if how == "killpg":
-            _kill_mid_levers(argv + ["--decide", "stop"], run)
+            _kill_mid_levers(argv, run)
             assert _status(runs) == "interrupted" and not (run / "PROFILE_FINDINGS.md").exists()
             calls = [e for e in events(run) if e["kind"] in ("tool_call", "tool_result") and e["step"] == "levers"]
             assert [e["kind"] for e in calls] == ["tool_call"]  # killed inside the call
@@ -100,12 +105,13 @@ def test_kill_9_at_every_boundary_then_resume_loses_and_duplicates_nothing(other
             assert "awaits a decision" in paused.stdout and "auto would choose" in paused.stdout
             assert _status(runs) == "awaiting-decision"
         else:
-            out = agent(*argv, "--decide", "stop", env={"PERF_INVESTIGATOR_FAULT": point})
-            assert out.returncode == -9, (point, out.stdout[-2000:], out.stderr[-3000:])
+            point = f"branch:{len(findings(run))}" if point == AT_DECISION else point
+            out = agent(*argv, env={"PERF_INVESTIGATOR_FAULT": point})
+            assert out.returncode == -9, (point, out.returncode, out.stdout[-2000:], out.stderr[-3000:])
         assert read_events(run / LOG_NAME)  # whole lines only, every time
-    done = agent("investigate", "--resume", "k", "--runs-dir", runs, "--decide", "stop")
+    done = agent("investigate", "--resume", "k", "--runs-dir", runs)
     assert done.returncode == 0 and "already finished" in done.stdout, done.stderr[-3000:]
-    assert _status(runs) == "done"
+    assert _status(runs) == "done" and (run / "PROFILE_FINDINGS.md").is_file()
 
     log = events(run)
     assert max(e["attempt"] for e in log) == len(BATTERY)  # the last resume found it finished: no new attempt
@@ -118,6 +124,9 @@ def test_kill_9_at_every_boundary_then_resume_loses_and_duplicates_nothing(other
     assert sum(1 for e in log if e["kind"] == "tool_call" and e["tool"] == "box.survey") == 2  # the kill inside it, then once
     sweeps = [e["kind"] for e in log if e["kind"] in ("tool_call", "tool_result") and e.get("tool") == "engine.sweep"]
     assert sweeps == ["tool_call", "tool_call", "tool_result"]  # the killed sweep, then the one that finished; never again
+    # answered once, by the --decide a resume gave and the next one kept
+    answered = [(e["attempt"], e["choice"], e["source"]) for e in log if e["kind"] == "decision"]
+    assert answered == [(BATTERY.index(("fault", "step_start:report", [])) + 1, "stop", "--decide")]
     _sound(run)  # the run_end kill left the final commit to the last resume
     # the report the resumed run wrote is the one an uninterrupted replay of it writes
     outcome = runner.replay(run, tmp_path / "replay")

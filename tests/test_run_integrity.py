@@ -8,17 +8,19 @@ on copies of it."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import git
+import pexpect
 import pytest
 
 from agent import runner
 from agent.rundir import RunDir, RunDirError, check_run_id, resolve_run
 from agent.runlog import FORMAT, LOG_NAME, journal_format, read_events
-from conftest import DATA, agent, events, findings
+from conftest import DATA, agent, agent_on_terminal, events, findings, screen_lines
 
 TARGET = DATA / "targets" / "other-shapes.yaml"
 
@@ -101,8 +103,9 @@ def test_resume_of_a_cut_journal_goes_on_from_the_last_step_it_proves(other_run,
     run = _copy(other_run, tmp_path / "runs" / other_run.name)
     steps = [f["step"] for f in findings(other_run)]
     _cut_before(run, lambda e: e["kind"] == "finding" and e["step"] == "options")
-    # killed as the redone steps begin: by then nothing the journal does not prove is left as evidence
-    killed = agent("investigate", "--resume", run, "--decide", "stop", env={"PERF_INVESTIGATOR_FAULT": "step_start:options"})
+    # killed as the redone steps begin: by then nothing the journal does not prove is left as evidence. No
+    # resume here gives --decide: the run was started with one, and keeps it (issue 31)
+    killed = agent("investigate", "--resume", run, env={"PERF_INVESTIGATOR_FAULT": "step_start:options"})
     assert killed.returncode == -9, killed.stderr[-2000:]
     assert not (run / "PROFILE_FINDINGS.md").exists()
     assert [f["step"] for f in findings(run)] == steps[:steps.index("options")]
@@ -110,14 +113,50 @@ def test_resume_of_a_cut_journal_goes_on_from_the_last_step_it_proves(other_run,
     assert rolled and rolled[0]["dropped"] == [f"{i:02d}-{s}" for i, s in enumerate(steps, start=1)
                                                if i > steps.index("options")]
     assert json.loads(agent("runs", "--runs-dir", run.parent, "--json").stdout)[0]["status"] == "interrupted"
-    done = agent("investigate", "--resume", run, "--decide", "stop")
-    assert done.returncode == 0, done.stderr[-3000:]
+    # on a terminal, where a run without a --decide of its own would ask
+    done = agent_on_terminal("investigate", "--resume", run)
+    asked = done.expect([pexpect.EOF, r"decide \["])
+    done.close(force=True)
+    shown = done.logfile_read.getvalue()
+    assert asked == 0 and done.exitstatus == 0, shown[-3000:]
     assert [f["step"] for f in findings(run)] == steps
+    decision = [e for e in events(run) if e["kind"] == "decision"][-1]
+    assert (decision["choice"], decision["source"]) == ("stop", "--decide")  # the run's own, from its start
+    _assert_result_block(run, screen_lines(shown))
     assert [c.message[:2] for c in reversed(list(git.Repo(run).iter_commits("main")))] == \
         [f"{i:02d}" for i in range(1, len(steps) + 1)]
     _assert_sound_repository(run)
     replayed = runner.replay(run, tmp_path / "replay")
     assert replayed.exit_code == 0, replayed.message
+
+
+def _report_value(run: Path, row: str) -> str:
+    """The first bold value of a row of the report's "Goal against measurement" table."""
+    line = next(line for line in (run / "PROFILE_FINDINGS.md").read_text().splitlines() if line.startswith(f"| {row}"))
+    return re.search(r"\*\*(.+?)\*\*", line).group(1)
+
+
+def _assert_result_block(run: Path, shown: list[str]) -> None:
+    """The run ended with one result block (issue 31), last on screen: the report's own numbers, the
+    findings `runs` counts, and "not reached" where the run did not go (it stopped at the ceiling)."""
+    titled = [i for i, line in enumerate(shown) if line.startswith("=") and "Investigation Result" in line]
+    assert len(titled) == 1 and set(shown[-1]) == {"="}, shown[-20:]
+    assert not any("written from" in line for line in shown[titled[0]:]), shown[-20:]  # said once, by the progress
+    rows = {label: value.strip() for label, value in (line.split(":", 1) for line in shown[titled[0] + 1:-1])}
+    listed = json.loads(agent("runs", "--runs-dir", run.parent, "--json").stdout)[0]
+    assert rows["Findings"] == str(listed["findings"])
+    assert rows["Goal"].startswith(_report_value(run, "goal |"))
+    assert rows["Baseline"].startswith(_report_value(run, "baseline tok/s"))
+    assert rows["Ceiling"].startswith(_report_value(run, "ceiling ("))
+    assert rows["Chosen option"].startswith("accept-ceiling")  # --decide stop
+    assert rows["Measured speedup"] == "not reached"  # stopped at the ceiling: no rewrite was measured
+    assert rows["Report"] == str(run / "PROFILE_FINDINGS.md")
+    # --json carries the block's values beside its documented keys
+    obj = json.loads(agent("investigate", "--resume", run, "--json").stdout)
+    levers = next(f for f in findings(run) if f["step"] == "levers")
+    assert obj["findings"] == listed["findings"] == obj["result"]["findings"]
+    assert obj["result"]["baseline_tok_s"] == levers["numbers"]["baseline_tok_s"]["value"]
+    assert obj["result"]["measured_x"] is None and obj["result"]["chosen_option"] == "accept-ceiling"
 
 
 # -- defects 4 and 12: replays in `runs` ---------------------------------------------------------------
@@ -157,6 +196,9 @@ def test_resume_takes_a_run_id_and_refuses_another_target(other_run, tmp_path):
     from_env = agent("investigate", "--resume", run.name, cwd=tmp_path, env={"PERF_INVESTIGATOR_RUNS": str(runs)})
     assert from_env.returncode == 0 and "already finished" in from_env.stdout, from_env.stderr
     assert "no run 'nope'" in _one_line(agent("investigate", "--resume", "nope", "--runs-dir", runs), 2)
+    # what the recorded target fixed is not changed halfway (issue 31: it was silently ignored)
+    budget = _one_line(agent("investigate", "--resume", run.name, "--runs-dir", runs, "--budget", "quick"), 2)
+    assert "--budget quick" in budget and "keeps it" in budget
     other = _one_line(agent("investigate", "dsv4-flash", "--resume", run.name, "--runs-dir", runs), 2)
     assert "investigates target other-shapes, not dsv4-flash" in other
     same = agent("investigate", TARGET, "--resume", run.name, "--runs-dir", runs)

@@ -19,8 +19,9 @@ class BoxChoiceError(ValueError):
 
 
 def add_box_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--box", default="local", help="the machine to measure: local, or ssh://[user@]host[:port] "
-                        "(default: local)")
+    # no default here: a resume tells "not given" (the run's own box) from "given" (agent.cli)
+    parser.add_argument("--box", help="the machine to measure: local, or ssh://[user@]host[:port] (default: local; "
+                        "a resume: the run's)")
     parser.add_argument("--box-python", help="Python interpreter on the box (default: this one; on an SSH box, "
                         "python3 on its PATH)")
     parser.add_argument("--box-known-hosts", metavar="FILE", help="SSH box: the known_hosts file its host key is "
@@ -34,8 +35,8 @@ def add_box_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def box_from_args(args: argparse.Namespace) -> Box:
-    """The box the options name; BoxChoiceError when they name none."""
-    if args.box == "local":
+    """The box the options name (no --box: local); BoxChoiceError when they name none."""
+    if args.box in (None, "local"):
         ssh_only = [name for name in ("box_known_hosts", "box_fingerprint", "box_identity") if getattr(args, name, None)]
         if ssh_only or getattr(args, "box_insecure_accept_new", False):
             raise BoxChoiceError(f"--{(ssh_only or ['box_insecure_accept_new'])[0].replace('_', '-')} applies to an "

@@ -39,8 +39,8 @@ class LiveSession:
         self.step = step
         self.step_run = f"{self.log.attempt}:{step}"
         self.log.append("step_start", step=step, step_run=self.step_run)
+        self.progress.step_started(step)  # shown as begun, as journaled: a Ctrl-C from here on names this step
         fault_point(f"step_start:{step}")
-        self.progress.step_started(step)
 
     def end_step(self, finding: Finding) -> None:
         self.log.append("step_end", step=self.step, step_run=self.step_run)
