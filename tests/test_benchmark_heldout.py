@@ -1,6 +1,6 @@
 """The committed held-out check of the split-K dispatch (benchmarks/results/heldout-20261201/, issue 16): its
 shapes are ones no committed sweep or grid cell tuned on, its medians follow from its raw samples, the pick
-it timed is the dispatch's pick today (else the result describes another dispatch), and the README quotes
+it timed is the dispatch's pick today (else the result describes another dispatch), and docs/results.md quotes
 its verdict as the samples give it."""
 
 from __future__ import annotations
@@ -80,11 +80,11 @@ def test_the_timed_pick_is_todays_dispatch(heldout):
         assert today == (shape["pick"]["config"], shape["pick"]["splits"]), (b, k)
 
 
-def test_the_readme_quotes_the_verdict_as_measured(heldout):
+def test_the_results_page_quotes_the_verdict_as_measured(heldout):
     found = verdicts(heldout)
-    text = " ".join((ROOT / "README.md").read_text().split())
+    text = " ".join((ROOT / "docs" / "results.md").read_text().split())
     match = re.search(r"within 5% of the best measured there at (\d+) of (\d+) held-out shapes", text)
-    assert match, "the README's held-out sentence"
+    assert match, "the held-out sentence of docs/results.md"
     assert (int(match.group(1)), int(match.group(2))) == (sum(v["within"] for v in found), len(found))
     for v in found:
         if not v["within"]:

@@ -1,6 +1,6 @@
 """The CLI's contract with scripts: one exit code per outcome in every subcommand (tools/exitcodes.py,
-README "Exit codes"), every error one ``error: ...`` line on stderr, ``--json`` one JSON object on
-stdout with the documented keys; the grid and gates commands refuse what they would otherwise
+docs/usage.md "Exit codes and errors"), every error one ``error: ...`` line on stderr, ``--json`` one JSON
+object on stdout with the documented keys; the grid and gates commands refuse what they would otherwise
 ignore; the decision prompt lists what it accepts and is not drawn over while the user types."""
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def _one_error_line(err: str) -> str:
 # -- exit codes ----------------------------------------------------------------------------------
 
 
-def test_one_code_per_outcome_and_the_readme_lists_them():
+def test_one_code_per_outcome_and_the_usage_page_lists_them():
     codes = [code for code, _ in exitcodes.TABLE]
     assert codes == [exitcodes.DONE, exitcodes.FAILED, exitcodes.BAD_INPUT, exitcodes.AWAITING_DECISION,
                      exitcodes.INTERRUPTED]
@@ -58,9 +58,9 @@ def test_one_code_per_outcome_and_the_readme_lists_them():
                          ("interrupted", 130), ("something new", 1)]:
         assert exitcodes.for_status(status) == code
         assert runner.Outcome(status, "m", None, 0).exit_code == code  # whatever a caller passes
-    readme = (ROOT / "README.md").read_text()
+    usage = (ROOT / "docs" / "usage.md").read_text()
     for code, meaning in exitcodes.TABLE:
-        assert f"| {code} | {meaning.split(':')[0]} |" in readme, code
+        assert f"| {code} | {meaning.split(':')[0]} |" in usage, code
 
 
 @pytest.mark.parametrize("status, code, stream", [
