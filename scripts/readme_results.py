@@ -45,15 +45,19 @@ def _examples() -> list[tuple[str, str, str]]:
     return [
         ("investigation, H200 stand-in: baseline and ceiling",
          f"{levers['baseline_tok_s']:.1f} tok/s; ceiling {ceiling['ceiling_tok_s']:.1f} tok/s "
-         f"({ceiling['operation_instant_x']:.3f}x, the dominant kernel's operation instant) against {ceiling['goal_tok_s']:,.0f}", src),
+         f"({ceiling['operation_instant_x']:.3f}x, the dominant kernel's operation instant) "
+         f"against {ceiling['goal_tok_s']:,.0f}", src),
         ("split-K rewrite in the engine (H200)",
          f"{splitk['measured_x']:.3f}x [{splitk['measured_low_x']:.3f}, {splitk['measured_high_x']:.3f}], "
-         f"{splitk['splitk_tok_s']:.1f} tok/s; launches a step {splitk['launches_before']:.0f} -> {splitk['launches_after']:.0f}", src),
+         f"{splitk['splitk_tok_s']:.1f} tok/s; "
+         f"launches a step {splitk['launches_before']:.0f} -> {splitk['launches_after']:.0f}", src),
         ("second round (H200, after split-K)",
-         f"MoE grouped GEMM dominates ({round2['dominant_share']:.1%}); ceiling {round2['ceiling_tok_s']:.0f} tok/s, "
+         f"MoE grouped GEMM dominates ({round2['dominant_share']:.1%}); "
+         f"ceiling {round2['ceiling_tok_s']:.0f} tok/s, "
          f"{round2['goal_distance_x']:.2f}x short of the goal", src),
         ("capability gates, sm_120 (H200 example)",
-         f"fails {gates['failing']} gates ({gates['failing_exits']} early exits it takes), passes {gates['exits_passed']} "
+         f"fails {gates['failing']} gates ({gates['failing_exits']} early exits it takes), "
+         f"passes {gates['exits_passed']} "
          f"early exits; {gates['unresolved']} unresolved", src),
         ("published case's ceiling, from its raw inputs",
          f"{ceiling['published_instant_speedup']:.2f}x, {ceiling['published_ceiling_tok_s']:.0f} tok/s", src),
@@ -69,7 +73,8 @@ def _kernel() -> list[tuple[str, str, str]]:
     small, large = rows[(1, 512)], rows[(64, 2048)]
     kernel = ("split-K kernel at the goal shapes (H200, warm)",
               f"{small['rewrite']['warm_us']:.1f} us at 1/512, {large['rewrite']['warm_us']:.1f} us at 64/2048: "
-              f"{small['speedup_vs_upstream_warm']:.0f}x and {large['speedup_vs_upstream_warm']:.0f}x the upstream kernel",
+              f"{small['speedup_vs_upstream_warm']:.0f}x and {large['speedup_vs_upstream_warm']:.0f}x "
+              "the upstream kernel",
               _link(RESULTS / "sparse_mla_decode.json"))
     grid_path = RESULTS / "grid-20261202b" / "sparse_mla_decode_grid.json"
     cells = _load(grid_path)["grid"]["cells"]
@@ -98,7 +103,8 @@ def _heldout() -> tuple[str, str, str]:
         pick = medians[(shape["pick"]["config"], shape["pick"]["splits"])]
         within += pick <= (1 + result["tolerance"]) * min(medians.values())
     return ("split-K dispatch on held-out shapes (H200)",
-            f"pick within {result['tolerance']:.0%} of the best at {within} of {len(result['shapes'])} shapes", _link(path.parent))
+            f"pick within {result['tolerance']:.0%} of the best at {within} of {len(result['shapes'])} shapes",
+            _link(path.parent))
 
 
 def _trace() -> tuple[str, str, str]:

@@ -2,8 +2,8 @@
 grid with its raw samples, medians and speedups that follow from them, the machine, versions and
 revision named, the launch form the rule did not pick timed at every two-cache cell, checked before it was
 timed; the matrix (clustered variant included) passing; the grids before (grid-20261202's probes of the
-dispatches it replaced, grid-20261201's per-cache probe) complete; the docs (docs/results.md, docs/sparse_mla_decode.md) quoting the tables
-and counts as measured. And the index patterns the grid draws: deterministic, inside each row's context,
+dispatches it replaced, grid-20261201's per-cache probe) complete; the docs (docs/results.md,
+docs/sparse_mla_decode.md) quoting the tables and counts as measured. And the index patterns the grid draws: deterministic, inside each row's context,
 and clustered only where they should be."""
 
 from __future__ import annotations
@@ -185,8 +185,8 @@ def test_sm120_compile_verdict_follows_from_its_resource_counts(name):
 
 
 def test_results_page_quotes_the_grids_counts_as_measured(grid_run):
-    """The grid paragraph of docs/results.md (moved there from the README), recomputed from the cells: how many cells FlashMLA wins per call form,
-    the medians, the cells at 1.2x, and the dispatch change timed against the dispatches it replaced."""
+    """The grid paragraph of docs/results.md (moved there from the README), recomputed from the cells: how many
+    cells FlashMLA wins per call form, the medians, the cells at 1.2x, and the dispatch change timed against the dispatches it replaced."""
     readme = " ".join((ROOT / "docs" / "results.md").read_text().split())
     cells = grid_run["grid"]["cells"]
 

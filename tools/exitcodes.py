@@ -1,4 +1,4 @@
-"""The process exit codes, one per outcome, the same in every subcommand (README, "Exit codes").
+"""The process exit codes, one per outcome, the same in every subcommand (docs/usage.md, "Exit codes and errors").
 
 Scripts branch on these, so they are a contract: a run that stops for a decision is not a finished
 run, and an interrupted one is neither a failure of the code nor of the input.
@@ -22,7 +22,7 @@ _BY_STATUS = {
     "interrupted": INTERRUPTED,
 }
 
-TABLE = [  # (code, outcome) as the README documents them
+TABLE = [  # (code, outcome) as docs/usage.md documents them
     (DONE, "done: the run finished (or the command did what it was asked)"),
     (FAILED, "failed: a step or tool failed, or a replay diverged"),
     (BAD_INPUT, "bad input: the command line, the target or the named run is unusable"),

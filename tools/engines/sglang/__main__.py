@@ -4,7 +4,7 @@
 
 check: server arguments, levers and environment against the installed SGLang (check.py); sweep: each run on a
 server of its own, measured by SGLang's benchmark client (sweep.py); profile: one run, the server's own
-/start_profile traces (profile.py). Spec fields: spec.py; result shapes: the README's SGLang section and
+/start_profile traces (profile.py). Spec fields: spec.py; result shapes: docs/sglang.md and
 /work/notes of issue 15 (i15-H1-report.md).
 A spec carries the servers' environment (tokens included), so the agent passes it as ``@env`` (tools/box_cli.py
 SPEC_ENV), never on the command line. A launcher's ``{python}`` is this tool's interpreter (the box's Python).
