@@ -91,7 +91,7 @@ def _rows(values: dict[str, Any], levers, ceiling, splitk, later, decision) -> d
     ceiling_text = _text(ceiling, "ceiling_tok_s", ".4g")
     if values["measured_x"] is not None:
         low, high = values["measured_interval"] or (None, None)
-        measured = (f"{_text(splitk, 'measured_x')}" + (f" [{fmt(low)}, {fmt(high)}]" if low is not None else "")
+        measured = (f"{_text(splitk, 'measured_x', '.4g')}" + (f" [{fmt(low, '.4g')}, {fmt(high, '.4g')}]" if low is not None else "")
                     + f" over the profiled setting: {_text(splitk, 'splitk_tok_s', '.4g')}{projected}")
     else:
         measured = None
