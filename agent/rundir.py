@@ -1,7 +1,7 @@
 """A run directory: its own git repository, the journal, content-addressed artifacts, finding files.
 
 Layout: ``log.jsonl`` (the journal), ``artifacts/<sha256[:16]>/<name>``, ``findings/NN-step.json|md``,
-``PROFILE_FINDINGS.md``, ``checkpoints.sqlite`` (LangGraph's, not committed), ``run.lock``.
+``PROFILE_FINDINGS.md`` and ``.html``, ``checkpoints.sqlite`` (LangGraph's, not committed), ``run.lock``.
 
 Commits are a pure function of the findings: commit N holds the finding files 1..N, the artifacts
 the log referenced up to finding N's event, and the log's lines up to that event; its author is
@@ -39,6 +39,7 @@ BRANCH = "main"
 CHECKPOINTS = "checkpoints.sqlite"
 LOCK = "run.lock"
 REPORT = "PROFILE_FINDINGS.md"
+HTML_REPORT = "PROFILE_FINDINGS.html"  # the same report as one page, plots inside (reports/html.py)
 BUNDLE = "history.bundle"  # a shipped run's git history, where the run travels without its .git
 _UNCOMMITTED = [f"/{CHECKPOINTS}*", f"/{LOCK}", "/replay.jsonl"]
 
@@ -246,6 +247,13 @@ class RunDir:
         tmp.write_bytes(data)
         os.replace(tmp, dest)
 
+    def exclude(self, rel: str) -> None:
+        """Keep ``rel`` out of ``git status``: a file the run writes but its journal's format never commits."""
+        exclude = self.root / ".git" / "info" / "exclude"
+        if f"/{rel}" not in exclude.read_text().splitlines():
+            with open(exclude, "a") as handle:
+                handle.write(f"/{rel}\n")
+
     def _blob(self, data: bytes) -> bytes:
         return self.repo.odb.store(IStream("blob", len(data), io.BytesIO(data))).binsha
 
@@ -358,7 +366,9 @@ def export_run(run: RunDir, dest: Path) -> None:
     if dest.exists():
         raise RunDirError(f"{dest} already exists")
     dest.mkdir(parents=True)
-    for name in (LOG_NAME, REPORT):
+    for name in (LOG_NAME, REPORT, HTML_REPORT):
+        if name == HTML_REPORT and not (run.root / name).exists():  # a run older than the page
+            continue
         shutil.copyfile(run.root / name, dest / name)
     for folder in ("artifacts", "findings"):
         shutil.copytree(run.root / folder, dest / folder)

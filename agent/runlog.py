@@ -24,8 +24,9 @@ from agent import redact
 LOG_NAME = "log.jsonl"
 # 1: no ``format`` in run_start; every commit's log ends at its finding's line.
 # 2: ``format`` in run_start; an ended run's last commit holds the journal through its run_end.
-FORMAT = 2
-FORMATS = (1, 2)
+# 3: the report's commit holds PROFILE_FINDINGS.html beside PROFILE_FINDINGS.md.
+FORMAT = 3
+FORMATS = (1, 2, 3)
 
 
 class CorruptLog(RuntimeError):

@@ -30,8 +30,8 @@ from agent.config import Target, TargetError, load_target, parse_target, with_bu
 from agent.engine_sglang import with_stand_in
 from agent.graph import RunContext, build_graph
 from agent.progress import Progress, SilentProgress
-from agent.rundir import (BUNDLE, REPORT, RunDir, RunDirError, check_run_id, check_runs_dir, lock_holder,
-                          resolve_run)
+from agent.rundir import (BUNDLE, HTML_REPORT, REPORT, RunDir, RunDirError, check_run_id, check_runs_dir,
+                          lock_holder, resolve_run)
 from agent.runlog import (FORMAT, LOG_NAME, CorruptLog, JournalWriteError, RunLog, UnknownFormat, fault_point,
                           journal_format, read_events)
 from agent.session import Divergence, Session
@@ -392,6 +392,7 @@ def _remove_unproven_files(run: RunDir, finding_dicts: list[dict]) -> None:
             path.unlink()
     if not any(f["step"] == "report" for f in finding_dicts):
         (run.root / REPORT).unlink(missing_ok=True)
+        (run.root / HTML_REPORT).unlink(missing_ok=True)
     referenced = {ref["path"] for e in read_events(run.log_path)
                   for ref in (e.get("artifacts") or [] if e["kind"] == "tool_result" else
                               [e["artifact"]] if e["kind"] == "artifact" else [])}
@@ -447,6 +448,9 @@ def replay(source_path: Path, out_path: Path | None = None, progress: Progress |
                              f"{original_ids[first][:12] if first < len(original_ids) else 'none'} in the recorded run")
         if (run.root / REPORT).read_bytes() != (source.root / REPORT).read_bytes():
             raise Divergence(f"{REPORT} differs from the recorded run's")
+        recorded_html = source.root / HTML_REPORT
+        if recorded_html.exists() and (run.root / HTML_REPORT).read_bytes() != recorded_html.read_bytes():
+            raise Divergence(f"{HTML_REPORT} differs from the recorded run's")
     except Divergence as exc:
         session.record_note("replay_end", status="diverged", message=str(exc))
         return Outcome("diverged", f"replay diverged: {exc}", run.root, 1)

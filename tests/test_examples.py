@@ -2,6 +2,7 @@
 what the issues ask of a GPU stand-in (declared gates, the box's what-if apart, a kernel-level profile)."""
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,10 @@ def test_example_replays_byte_for_byte(example, tmp_path):
     assert outcome.exit_code == 0, outcome.message
     assert outcome.details["commits"] == RunDir.open(example, recorded=True).history()
     assert (tmp_path / "replay" / "PROFILE_FINDINGS.md").read_bytes() == (example / "PROFILE_FINDINGS.md").read_bytes()
+    # the shipped page is the one this code writes; its runs (journal format 2) committed none, so their ids hold
+    assert (tmp_path / "replay" / "PROFILE_FINDINGS.html").read_bytes() == (example / "PROFILE_FINDINGS.html").read_bytes()
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=tmp_path / "replay", capture_output=True, text=True)
+    assert status.returncode == 0 and status.stdout == "", status.stdout + status.stderr
 
 
 def test_h200_example_is_a_labelled_stand_in_with_the_declared_gates():

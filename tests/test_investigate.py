@@ -82,6 +82,8 @@ def test_one_commit_per_finding(dsv4_run):
     assert [c.message.split(":")[0] for c in commits] == stems
     assert commits[-1].message.startswith(f"{len(stems):02d} report:")
     assert "PROFILE_FINDINGS.md" in commits[-1].tree
+    # a run of this journal format commits the page with the report (issue 31)
+    assert (commits[-1].tree / "PROFILE_FINDINGS.html").data_stream.read() == (dsv4_run / "PROFILE_FINDINGS.html").read_bytes()
 
 
 def test_replay_is_byte_identical(dsv4_run, tmp_path):
@@ -90,6 +92,7 @@ def test_replay_is_byte_identical(dsv4_run, tmp_path):
     replayed = tmp_path / "replay"
     assert [c.hexsha for c in _commits(replayed)] == [c.hexsha for c in _commits(dsv4_run)]
     assert (replayed / "PROFILE_FINDINGS.md").read_bytes() == (dsv4_run / "PROFILE_FINDINGS.md").read_bytes()
+    assert (replayed / "PROFILE_FINDINGS.html").read_bytes() == (dsv4_run / "PROFILE_FINDINGS.html").read_bytes()
     for path in (dsv4_run / "findings").iterdir():
         assert (replayed / "findings" / path.name).read_bytes() == path.read_bytes()
     assert "replay identical" in out.stdout

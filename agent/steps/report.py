@@ -1,4 +1,5 @@
-"""Report: the consistency check over all findings, then PROFILE_FINDINGS.md with its plots."""
+"""Report: the consistency check over all findings, then PROFILE_FINDINGS.md with its plots, and the same
+report as one self-contained page, PROFILE_FINDINGS.html."""
 
 from __future__ import annotations
 
@@ -6,12 +7,13 @@ from datetime import datetime
 
 from agent import consistency
 from agent.config import Target
-from agent.rundir import REPORT
+from agent.rundir import HTML_REPORT, REPORT
 from agent.runlog import read_events
 from agent.session import Session
 from agent.state import InvestigationState, finding_for, findings_of
 from agent.steps import Draft
 from reports import plots
+from reports.html import render_html
 from reports.render import render_report
 
 
@@ -71,6 +73,8 @@ def write_report(state: InvestigationState, session: Session, target: Target) ->
     held = consistency.check(findings, target.model_dump(mode="json"))
     text = render_report(findings, state.get("decision"), run, plot_paths, held)
     session.run.write_file(REPORT, text.encode())
+    # From the Markdown as written, so the page cannot say what the Markdown does not.
+    session.run.write_file(HTML_REPORT, render_html(text, session.run.root).encode())
     failures = held.failures
     return Draft(
         headline=(f"{REPORT} written from {len(findings)} findings; the consistency check held "
