@@ -40,7 +40,7 @@ def error_line(message: str) -> None:
 JSON_KEYS = {
     "investigate": ("run", "report", "findings", "headline", "commits", "result"),
     "replay": ("run", "report", "findings", "headline", "commits"),
-    "report": ("run", "out", "markdown"),
+    "report": ("run", "out", "html", "markdown"),
     "validate": ("path", "target", "summary"),
     "runs": ("removed",),  # runs rm, runs --prune-interrupted (a plain `runs --json` prints the list of runs)
 }
@@ -261,25 +261,32 @@ def cmd_report(args) -> int:
     from agent.rundir import RunDirError
     from agent.runlog import CorruptLog
 
+    from reports.html import render_html
+
     out = Path(args.out) if args.out else None
-    if out is not None and not out.parent.is_dir():  # found before rendering, not as an OSError after it
-        return _fail(f"--out {args.out}: directory {out.parent} does not exist", exitcodes.BAD_INPUT, args,
-                     run=args.run, out=args.out, markdown=None)
+    page = Path(args.html) if args.html else None
+    fields = {"run": args.run, "out": args.out, "html": args.html, "markdown": None}
+    for flag, path in (("--out", out), ("--html", page)):
+        if path is not None and not path.parent.is_dir():  # found before rendering, not as an OSError after it
+            return _fail(f"{flag} {path}: directory {path.parent} does not exist", exitcodes.BAD_INPUT, args, **fields)
     try:
         text = runner.render(Path(args.run))
     except (RunDirError, CorruptLog) as exc:
-        return _fail(str(exc), exitcodes.BAD_INPUT, args, run=args.run, out=args.out, markdown=None)
-    if out is not None:
+        return _fail(str(exc), exitcodes.BAD_INPUT, args, **fields)
+    for flag, path in (("--out", out), ("--html", page)):
+        if path is None:
+            continue
         try:
-            out.write_text(relink(text, Path(args.run), out.parent))
+            moved = relink(text, Path(args.run), path.parent)
+            path.write_text(moved if flag == "--out" else render_html(moved, path.parent))
         except OSError as exc:
-            return _fail(f"--out {args.out}: {exc.strerror or exc}", exitcodes.BAD_INPUT, args,
-                         run=args.run, out=args.out, markdown=None)
+            return _fail(f"{flag} {path}: {exc.strerror or exc}", exitcodes.BAD_INPUT, args, **fields)
+    written = [str(path) for path in (out, page) if path is not None]
     if args.json:
-        _print_json(json_result("report", "done", args.out or "rendered", run=args.run, out=args.out,
-                                markdown=None if args.out else text))
-    elif args.out:
-        print(args.out)
+        _print_json(json_result("report", "done", ", ".join(written) or "rendered",
+                                **{**fields, "markdown": None if written else text}))
+    elif written:
+        print("\n".join(written))
     else:
         sys.stdout.write(text)
     return exitcodes.DONE
@@ -382,7 +389,8 @@ EXAMPLES = {
     "replay": ["replay runs/RUN                                  # every tool result served from its journal",
                "replay runs/RUN --out /tmp/again --json"],
     "report": ["report runs/RUN > findings.md",
-               "report runs/RUN --out docs/findings.md           # links rewritten to open from docs/"],
+               "report runs/RUN --out docs/findings.md           # links rewritten to open from docs/",
+               "report runs/RUN --html docs/findings.html        # one page, plots inside, links as --out's"],
     "runs": ["runs                                             # one line a run",
              "runs rm runs/RUN                                 # remove one",
              "runs --prune-interrupted --json                  # remove every interrupted run"],
@@ -523,7 +531,9 @@ def build_parser(parser_class: type[Parser] = Parser) -> argparse.ArgumentParser
     p.add_argument("run", metavar="RUN", help="a finished run: its directory (runs/RUN)")
     p.add_argument("--out", help="write here instead of stdout (its links to plots and findings are made to open "
                    "from there)")
-    _json_flag(p, "run, out, markdown (the report when not written to --out)")
+    p.add_argument("--html", metavar="OUT", help="also (or only) write the report as one HTML page here, plots "
+                   "inside, its links made to open from there (the run's own is PROFILE_FINDINGS.html)")
+    _json_flag(p, "run, out, html, markdown (the report when written to neither --out nor --html)")
     p.set_defaults(func=cmd_report)
 
     p = add("runs", help="list runs with their status (runs rm RUN, --prune-interrupted: remove runs)")

@@ -46,7 +46,8 @@ def slug(text: str) -> str:
 
 
 def render_html(markdown: str, root: Path, title: str = "Profile findings") -> str:
-    """The report's Markdown as a page; images read from ``root`` (the run directory) and embedded."""
+    """The report's Markdown as a page; its images, relative to ``root`` (the directory the page is
+    written to: the run's, or the one `report --html` writes to), read and embedded."""
     md = _markdown()
     tokens = md.parse(markdown)
     seen: dict[str, int] = {}
@@ -67,10 +68,10 @@ def render_html(markdown: str, root: Path, title: str = "Profile findings") -> s
 
 
 def _data_uri(root: Path, src: str) -> str:
-    """A plot the report names, relative to the run directory, as a data: URI. One that is missing or
-    outside the run is an error: a page with a broken image would pass for a report."""
-    path = (root / src).resolve()
-    if root.resolve() not in path.parents or not path.is_file():
-        raise FileNotFoundError(f"the report's image {src} is not a file in {root}")
+    """A plot the report names as a data: URI. One that is missing is an error: a page with a broken
+    image would pass for a report."""
+    path = root / src
+    if not path.is_file():
+        raise FileNotFoundError(f"the report's image {src} is not a file (from {root})")
     mime = _MIME.get(path.suffix.lower(), "application/octet-stream")
     return f"data:{mime};base64,{base64.b64encode(path.read_bytes()).decode('ascii')}"

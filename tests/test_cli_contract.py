@@ -166,7 +166,7 @@ def test_validate_json(capsys):
 @pytest.mark.parametrize("argv, keys", [
     (["investigate", "no-such-target"], {"run", "report", "findings", "headline", "commits", "result"}),
     (["replay", "/no/such/run"], {"run", "report", "findings", "headline", "commits"}),
-    (["report", "/no/such/run"], {"run", "out", "markdown"}),
+    (["report", "/no/such/run"], {"run", "out", "html", "markdown"}),
     (["validate", "/no/such.yaml"], {"path", "target", "summary"}),
 ])
 def test_json_on_bad_input_is_one_object_and_the_error_line(argv, keys, capsys, tmp_path):
@@ -191,7 +191,7 @@ def test_report_and_replay_json_on_a_finished_run(dsv4_run, tmp_path, capsys):
     code, out, err = _run(["report", str(dsv4_run), "--json"], capsys)
     assert code == 0, err
     obj = json.loads(out)
-    assert set(obj) == ENVELOPE | {"run", "out", "markdown"}
+    assert set(obj) == ENVELOPE | {"run", "out", "html", "markdown"}
     assert obj["markdown"] == (dsv4_run / "PROFILE_FINDINGS.md").read_text()
     replayed = agent("replay", dsv4_run, "--out", tmp_path / "replay", "--json")
     assert replayed.returncode == 0, replayed.stderr[-2000:]

@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -129,3 +130,16 @@ def test_the_browser_check_sees_a_broken_image_and_dangling_links(tmp_path):
     assert [i["width"] for i in verdict["images"]][0] == 0
     broken = {link["href"] for link in verdict["links"] if not link["ok"]}
     assert "#nowhere" in broken and "findings/02-levers.md" in broken and "log.jsonl#L10" in broken
+
+
+def test_report_html_written_elsewhere_still_opens_its_run(tmp_path):
+    """`report RUN --html OUT`: the page away from its run, its links made to open the run's files from there."""
+    page = tmp_path / "elsewhere" / "findings.html"
+    page.parent.mkdir()
+    done = subprocess.run([sys.executable, "-m", "agent", "report", str(H200), "--html", str(page)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == str(page), done.stderr
+    verdict = _open(page, tmp_path)
+    assert len(verdict["images"]) == 3 and all(i["width"] > 0 for i in verdict["images"])
+    assert any(link["href"].endswith("log.jsonl#L10") and link["href"] != "log.jsonl#L10" for link in verdict["links"])
+    assert [link for link in verdict["links"] if not link["ok"]] == []
