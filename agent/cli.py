@@ -260,28 +260,24 @@ def cmd_report(args) -> int:
     from agent import runner
     from agent.rundir import RunDirError
     from agent.runlog import CorruptLog
-
     from reports.html import render_html
 
-    out = Path(args.out) if args.out else None
-    page = Path(args.html) if args.html else None
+    targets = [(flag, Path(value)) for flag, value in (("--out", args.out), ("--html", args.html)) if value]
     fields = {"run": args.run, "out": args.out, "html": args.html, "markdown": None}
-    for flag, path in (("--out", out), ("--html", page)):
-        if path is not None and not path.parent.is_dir():  # found before rendering, not as an OSError after it
+    for flag, path in targets:
+        if not path.parent.is_dir():  # found before rendering, not as an OSError after it
             return _fail(f"{flag} {path}: directory {path.parent} does not exist", exitcodes.BAD_INPUT, args, **fields)
     try:
         text = runner.render(Path(args.run))
     except (RunDirError, CorruptLog) as exc:
         return _fail(str(exc), exitcodes.BAD_INPUT, args, **fields)
-    for flag, path in (("--out", out), ("--html", page)):
-        if path is None:
-            continue
+    for flag, path in targets:
         try:
             moved = relink(text, Path(args.run), path.parent)
             path.write_text(moved if flag == "--out" else render_html(moved, path.parent))
         except OSError as exc:
             return _fail(f"{flag} {path}: {exc.strerror or exc}", exitcodes.BAD_INPUT, args, **fields)
-    written = [str(path) for path in (out, page) if path is not None]
+    written = [str(path) for _, path in targets]
     if args.json:
         _print_json(json_result("report", "done", ", ".join(written) or "rendered",
                                 **{**fields, "markdown": None if written else text}))
@@ -531,8 +527,7 @@ def build_parser(parser_class: type[Parser] = Parser) -> argparse.ArgumentParser
     p.add_argument("run", metavar="RUN", help="a finished run: its directory (runs/RUN)")
     p.add_argument("--out", help="write here instead of stdout (its links to plots and findings are made to open "
                    "from there)")
-    p.add_argument("--html", metavar="OUT", help="also (or only) write the report as one HTML page here, plots "
-                   "inside, its links made to open from there (the run's own is PROFILE_FINDINGS.html)")
+    p.add_argument("--html", metavar="OUT", help="write it as one HTML page here, plots inside, links as --out's")
     _json_flag(p, "run, out, html, markdown (the report when written to neither --out nor --html)")
     p.set_defaults(func=cmd_report)
 
