@@ -35,11 +35,11 @@ class LiveSession:
 
     # -- steps -------------------------------------------------------------------------------
 
-    def begin_step(self, step: str) -> None:
+    def begin_step(self, step: str, position: str = "") -> None:
         self.step = step
         self.step_run = f"{self.log.attempt}:{step}"
         self.log.append("step_start", step=step, step_run=self.step_run)
-        self.progress.step_started(step)  # shown as begun, as journaled: a Ctrl-C from here on names this step
+        self.progress.step_started(step, position)  # shown as begun, as journaled: a Ctrl-C from here on names this step
         fault_point(f"step_start:{step}")
 
     def end_step(self, finding: Finding) -> None:
