@@ -42,8 +42,8 @@ JSON_KEYS = {
     "replay": ("run", "report", "findings", "headline", "commits"),
     "report": ("run", "out", "markdown"),
     "validate": ("path", "target", "summary"),
-    "runs": ("removed",),
-    "diff": ("a", "b", "numbers", "counts", "steps_a_only", "steps_b_only"),  # runs rm, runs --prune-interrupted (a plain `runs --json` prints the list of runs)
+    "runs": ("removed",),  # runs rm, runs --prune-interrupted (a plain `runs --json` prints the list of runs)
+    "diff": ("a", "b", "numbers", "counts", "steps_a_only", "steps_b_only"),
 }
 
 
@@ -339,26 +339,6 @@ def _remove_runs(args, runs_dir: Path) -> int:
     return exitcodes.DONE
 
 
-def cmd_diff(args) -> int:
-    from agent import diff, runlist
-
-    runs_dir = Path(args.runs_dir)
-    try:
-        paths = [runlist.find_run(ref, runs_dir) for ref in (args.run_a, args.run_b)]
-        result = diff.diff(*paths)
-    except (runlist.RunsError, diff.DiffError) as exc:
-        return _fail(str(exc).replace("; nothing removed", ""), exitcodes.BAD_INPUT, args)
-    if args.json:
-        counts = result.counts()
-        _print_json(json_result("diff", "done", f"{counts.get(diff.BEYOND, 0)} numbers changed beyond their intervals",
-                                **diff.as_json(result)))
-    else:
-        import shutil
-
-        sys.stdout.write(diff.text(result, 0 if args.wide else shutil.get_terminal_size((160, 24)).columns, args.all))
-    return exitcodes.DONE
-
-
 def cmd_validate(args) -> int:
     from agent.config import TargetError, load_target
 
@@ -408,8 +388,7 @@ EXAMPLES = {
              "runs rm runs/RUN                                 # remove one",
              "runs --prune-interrupted --json                  # remove every interrupted run"],
     "validate": ["validate dsv4-flash", "validate my-target.yaml --json"],
-    "diff": ["diff tests/data/examples-20261201/h200 runs/examples/dsv4-flash-h200-20261202b",
-             "diff RUN_A RUN_B --json                           # every number with both intervals"],
+    "diff": ["diff tests/data/examples-20261201/h200 runs/examples/dsv4-flash-h200-20261202b", "diff RUN_A RUN_B --json"],
     "trace": ["trace rank0.json.gz rank1.json.gz --by-rank --top 10",
               "trace trace.json --by-op                         # kernel time by launching frame"],
     "grid": ["grid --source flash_mla_sm120_triton.py --kernel _tiled_sparse_decode_kernel \\\n"
@@ -502,6 +481,7 @@ class _RecordedLine(Parser):
 
 
 def build_parser(parser_class: type[Parser] = Parser) -> argparse.ArgumentParser:
+    from agent import diff
     from agent.box.choice import add_box_arguments
 
     parser = parser_class(prog=_prog(), description="Investigate why an LLM deployment is far from its throughput goal.",
@@ -560,17 +540,7 @@ def build_parser(parser_class: type[Parser] = Parser) -> argparse.ArgumentParser
                    "--prune-interrupted: one object whose 'removed' lists the runs removed)")
     p.set_defaults(func=cmd_runs)
 
-    p = add("diff", help="two runs' numbers side by side: the change and whether it is beyond their intervals")
-    p.add_argument("run_a", metavar="RUN_A", help="the run compared against (the baseline): its directory, or its id "
-                   "under --runs-dir")
-    p.add_argument("run_b", metavar="RUN_B", help="the run compared: B/A is its change")
-    p.add_argument("--runs-dir", default=str(DEFAULT_RUNS), help="where run ids are looked up (default: %(default)s)")
-    p.add_argument("--all", action="store_true", help="list the numbers that are the same in both runs too (--json "
-                   "always has them)")
-    p.add_argument("--wide", action="store_true", help="lines not cut to the terminal's width")
-    _json_flag(p, "a, b, numbers (one object a number: step, key, label, unit, a, b, ratio, change_pct, verdict, "
-               "basis, interval_a, interval_b, ratio_interval), counts (numbers per verdict), steps_a_only, steps_b_only")
-    p.set_defaults(func=cmd_diff)
+    diff.add_arguments(add("diff", help="two runs' numbers side by side: the change and whether it is beyond their intervals"))
 
     p = add("validate", help="check a target without running it")
     p.add_argument("target", metavar="TARGET", help="a target name (agent/targets/NAME.yaml) or a path to a target "

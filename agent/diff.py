@@ -80,7 +80,8 @@ def findings(run: Path) -> dict[str, Finding]:
                 finding = Finding.model_validate(event["finding"])
                 latest[finding.index] = finding
     except Exception as exc:  # a journal this version cannot read is bad input, in one line
-        raise DiffError(f"{run}: its findings cannot be read ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise DiffError(f"{run}: its findings cannot be read ({type(exc).__name__}: {first})") from None
     named: dict[str, Finding] = {}
     seen: dict[str, int] = {}
     for index in sorted(latest):
@@ -271,6 +272,48 @@ def text(result: Diff, width: int = 160, same: bool = False) -> str:
         if steps:
             lines.append(f"steps in {side} only: {', '.join(steps)}")
     return "\n".join(lines) + "\n"
+
+
+def add_arguments(p) -> None:
+    from agent.cli import DEFAULT_RUNS, _json_flag
+
+    p.add_argument("run_a", metavar="RUN_A", help="the run compared against (the baseline): its directory, or its id "
+                   "under --runs-dir")
+    p.add_argument("run_b", metavar="RUN_B", help="the run compared: B/A is its change")
+    p.add_argument("--runs-dir", default=str(DEFAULT_RUNS), help="where run ids are looked up (default: %(default)s)")
+    p.add_argument("--all", action="store_true", help="list the numbers that are the same in both runs too (--json "
+                   "always has them)")
+    p.add_argument("--wide", action="store_true", help="lines not cut to the terminal's width")
+    _json_flag(p, "a, b, numbers (one object a number: step, key, label, unit, a, b, ratio, change_pct, verdict, "
+               "basis, interval_a, interval_b, ratio_interval), counts (numbers per verdict), steps_a_only, steps_b_only")
+    p.set_defaults(func=command)
+
+
+def command(args) -> int:
+    """``diff RUN_A RUN_B``: the table, or with --json the object; a RUN that is not a run is bad input."""
+    import shutil
+    import sys
+
+    from agent import runlist
+    from agent.cli import _fail, _print_json, json_result
+    from tools import exitcodes
+
+    def run(ref: str) -> Path:
+        try:
+            return runlist.find_run(ref, Path(args.runs_dir))
+        except runlist.RunsError:
+            raise DiffError(f"{ref}: not a run (no {LOG_NAME} and history)") from None
+
+    try:
+        result = diff(run(args.run_a), run(args.run_b))
+    except DiffError as exc:
+        return _fail(str(exc), exitcodes.BAD_INPUT, args)
+    if args.json:
+        _print_json(json_result("diff", "done", f"{result.counts().get(BEYOND, 0)} numbers changed beyond their "
+                                "intervals", **as_json(result)))
+    else:
+        sys.stdout.write(text(result, 0 if args.wide else shutil.get_terminal_size((160, 24)).columns, args.all))
+    return exitcodes.DONE
 
 
 def as_json(result: Diff) -> dict[str, Any]:
