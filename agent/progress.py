@@ -19,6 +19,8 @@ class Progress(Protocol):
     def step_finished(self, step: str, headline: str) -> None: ...
     def tool_started(self, step: str, tool: str, summary: str) -> None: ...
     def tool_finished(self, step: str, tool: str, ok: bool, duration_s: float, error: str | None) -> None: ...
+    # how far a tool in progress is, where it says (a sweep: runs done of its runs)
+    def tool_progress(self, step: str, tool: str, done: int, total: int, unit: str) -> None: ...
     def note(self, text: str) -> None: ...
 
 
@@ -27,6 +29,7 @@ class SilentProgress:
     def step_finished(self, step, headline): pass
     def tool_started(self, step, tool, summary): pass
     def tool_finished(self, step, tool, ok, duration_s, error): pass
+    def tool_progress(self, step, tool, done, total, unit): pass
     def note(self, text): pass
 
 
@@ -72,6 +75,9 @@ class PlainProgress:
     def tool_finished(self, step, tool, ok, duration_s, error):
         self._line(f"{step}: {tool} {'ok' if ok else 'FAILED'} in {duration_s:.1f}s" + (f": {error}" if error else ""))
 
+    def tool_progress(self, step, tool, done, total, unit):
+        self._line(f"{step}: {tool} {done}/{total} {unit}")
+
     def note(self, text):
         self._line(text)
 
@@ -96,6 +102,7 @@ class _Status:
         self.position = ""
         self.tool = ""
         self.tool_started = None
+        self.tool_done = ""
 
     def __rich__(self) -> Text:
         now = time.monotonic()
@@ -105,6 +112,8 @@ class _Status:
         text.append(self.step, style="bold")
         if self.tool:
             text.append(f"  {self.tool}")
+            if self.tool_done:
+                text.append(f"  {self.tool_done}")
             if self.tool_started is not None:
                 text.append(f"  ({now - self.tool_started:.1f}s)", style="dim")
         return text
@@ -129,10 +138,13 @@ class LiveProgress(PlainProgress):
 
     def tool_started(self, step, tool, summary):
         self.status.tool = f"{tool} {summary}".rstrip()
-        self.status.tool_started = time.monotonic()
+        self.status.tool_started, self.status.tool_done = time.monotonic(), ""
+
+    def tool_progress(self, step, tool, done, total, unit):
+        self.status.tool_done = f"{done}/{total} {unit}"
 
     def tool_finished(self, step, tool, ok, duration_s, error):
-        self.status.tool, self.status.tool_started = "", None
+        self.status.tool, self.status.tool_started, self.status.tool_done = "", None, ""
         if not ok:
             super().tool_finished(step, tool, ok, duration_s, error)
 

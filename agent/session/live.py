@@ -12,6 +12,7 @@ from langgraph.types import interrupt
 from agent import redact
 from agent.box.catalog import CATALOG, run_tool
 from agent.box.interface import Box
+from agent.engine_runs import sweep_watch
 from agent.progress import Progress, SilentProgress, summarize_args
 from agent.rundir import RunDir
 from agent.runlog import RunLog, fault_point
@@ -57,7 +58,10 @@ class LiveSession:
         args = json.loads(json.dumps(args))  # the logged form is the form the step sees
         call = self.log.append("tool_call", step=self.step, step_run=self.step_run, tool=tool, args=args)
         self.progress.tool_started(self.step, tool, summarize_args(tool, args))
-        record, raw = run_tool(self.box, tool, redact.resolve(args, self.secrets))
+        step = self.step
+        watch = sweep_watch(tool, args, lambda done, total, unit: self.progress.tool_progress(step, tool, done, total, unit)) \
+            if getattr(self.box, "watches_output", False) else None
+        record, raw = run_tool(self.box, tool, redact.resolve(args, self.secrets), watch)
         try:
             for path in raw.files.values():
                 redact.scrub_file(path)  # an artifact echoing a secret is stored without it
