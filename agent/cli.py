@@ -43,6 +43,7 @@ JSON_KEYS = {
     "report": ("run", "out", "html", "markdown"),
     "validate": ("path", "target", "summary"),
     "runs": ("removed",),  # runs rm, runs --prune-interrupted (a plain `runs --json` prints the list of runs)
+    "diff": ("a", "b", "numbers", "counts", "steps_a_only", "steps_b_only"),
 }
 
 
@@ -391,6 +392,7 @@ EXAMPLES = {
              "runs rm runs/RUN                                 # remove one",
              "runs --prune-interrupted --json                  # remove every interrupted run"],
     "validate": ["validate dsv4-flash", "validate my-target.yaml --json"],
+    "diff": ["diff tests/data/examples-20261201/h200 runs/examples/dsv4-flash-h200-20261202b", "diff RUN_A RUN_B --json"],
     "trace": ["trace rank0.json.gz rank1.json.gz --by-rank --top 10",
               "trace trace.json --by-op                         # kernel time by launching frame"],
     "grid": ["grid --source flash_mla_sm120_triton.py --kernel _tiled_sparse_decode_kernel \\\n"
@@ -483,6 +485,7 @@ class _RecordedLine(Parser):
 
 
 def build_parser(parser_class: type[Parser] = Parser) -> argparse.ArgumentParser:
+    from agent import diff
     from agent.box.choice import add_box_arguments
 
     parser = parser_class(prog=_prog(), description="Investigate why an LLM deployment is far from its throughput goal.",
@@ -541,6 +544,8 @@ def build_parser(parser_class: type[Parser] = Parser) -> argparse.ArgumentParser
     p.add_argument("--json", action="store_true", help="print the runs as a JSON list, one object a run (with rm or "
                    "--prune-interrupted: one object whose 'removed' lists the runs removed)")
     p.set_defaults(func=cmd_runs)
+
+    diff.add_arguments(add("diff", help="two runs' numbers side by side: the change and whether it is beyond their intervals"))
 
     p = add("validate", help="check a target without running it")
     p.add_argument("target", metavar="TARGET", help="a target name (agent/targets/NAME.yaml) or a path to a target "

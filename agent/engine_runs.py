@@ -240,6 +240,29 @@ def sweep_args(target: Target, device: str, runs: list[tuple[str, Setting]], bat
 
 # tools/engines/reference/sweep.py: the records a sweep process leaves as each run ends.
 SWEEP_PROGRESS = "sweep_runs.jsonl"
+
+
+def sweep_watch(tool: str, args: dict[str, Any], report) -> Any:
+    """For a sweep call (``engine.sweep``, ``sglang.sweep``: a line in SWEEP_PROGRESS as each run ends),
+    a watch of its output folder calling ``report(done, total, "runs")`` when the runs done change;
+    None for any other tool. Only the progress view reads it: the journal has the call's result."""
+    if tool not in ("engine.sweep", "sglang.sweep"):
+        return None
+    total = len((args.get("spec") or {}).get("runs") or [])
+    shown = [0]
+
+    def watch(out) -> None:
+        try:
+            lines = (out / SWEEP_PROGRESS).read_text().splitlines()
+        except OSError:  # not written yet
+            return
+        done = sum(1 for line in lines if line.startswith('{"run"'))
+        if done != shown[0]:
+            shown[0] = done
+            report(done, total, "runs")
+    return watch
+
+
 # A sweep whose process keeps dying is not retried past this many deaths.
 SWEEP_DEATHS = 3
 

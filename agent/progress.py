@@ -14,18 +14,22 @@ from rich.text import Text
 
 
 class Progress(Protocol):
-    def step_started(self, step: str) -> None: ...
+    # position: where the step stands among the run's steps, e.g. "3/8+" (agent.routes.position)
+    def step_started(self, step: str, position: str = "") -> None: ...
     def step_finished(self, step: str, headline: str) -> None: ...
     def tool_started(self, step: str, tool: str, summary: str) -> None: ...
     def tool_finished(self, step: str, tool: str, ok: bool, duration_s: float, error: str | None) -> None: ...
+    # how far a tool in progress is, where it says (a sweep: runs done of its runs)
+    def tool_progress(self, step: str, tool: str, done: int, total: int, unit: str) -> None: ...
     def note(self, text: str) -> None: ...
 
 
 class SilentProgress:
-    def step_started(self, step): pass
+    def step_started(self, step, position=""): pass
     def step_finished(self, step, headline): pass
     def tool_started(self, step, tool, summary): pass
     def tool_finished(self, step, tool, ok, duration_s, error): pass
+    def tool_progress(self, step, tool, done, total, unit): pass
     def note(self, text): pass
 
 
@@ -49,23 +53,30 @@ class PlainProgress:
         self.stream = stream
         self.started = time.monotonic()
         self.step: str | None = None  # the step in progress, for the line a run cut short ends with
+        self.position = ""
+
+    def _step(self, step: str) -> str:
+        return f"[{self.position}] {step}" if self.position else step
 
     def _line(self, text: str) -> None:
         print(f"[{time.monotonic() - self.started:7.1f}s] {text}", file=self.stream, flush=True)
 
-    def step_started(self, step):
-        self.step = step
-        self._line(f"{step}: started")
+    def step_started(self, step, position=""):
+        self.step, self.position = step, position
+        self._line(f"{self._step(step)}: started")
 
     def step_finished(self, step, headline):
         self.step = None
-        self._line(f"{step}: {headline}")
+        self._line(f"{self._step(step)}: {headline}")
 
     def tool_started(self, step, tool, summary):
         self._line(f"{step}: {tool} {summary}".rstrip())
 
     def tool_finished(self, step, tool, ok, duration_s, error):
         self._line(f"{step}: {tool} {'ok' if ok else 'FAILED'} in {duration_s:.1f}s" + (f": {error}" if error else ""))
+
+    def tool_progress(self, step, tool, done, total, unit):
+        self._line(f"{step}: {tool} {done}/{total} {unit}")
 
     def note(self, text):
         self._line(text)
@@ -88,15 +99,21 @@ class _Status:
     def __init__(self):
         self.started = time.monotonic()
         self.step = "starting"
+        self.position = ""
         self.tool = ""
         self.tool_started = None
+        self.tool_done = ""
 
     def __rich__(self) -> Text:
         now = time.monotonic()
         text = Text(f"{now - self.started:7.1f}s ", style="dim")
+        if self.position:
+            text.append(f"[{self.position}] ")
         text.append(self.step, style="bold")
         if self.tool:
             text.append(f"  {self.tool}")
+            if self.tool_done:
+                text.append(f"  {self.tool_done}")
             if self.tool_started is not None:
                 text.append(f"  ({now - self.tool_started:.1f}s)", style="dim")
         return text
@@ -115,15 +132,19 @@ class LiveProgress(PlainProgress):
     def _line(self, text: str) -> None:
         self.console.print(Text.assemble((f"{time.monotonic() - self.started:7.1f}s ", "dim"), text), highlight=False)
 
-    def step_started(self, step):
-        self.status.step, self.status.tool = step, ""
+    def step_started(self, step, position=""):
+        self.position = position
+        self.status.step, self.status.position, self.status.tool = step, position, ""
 
     def tool_started(self, step, tool, summary):
         self.status.tool = f"{tool} {summary}".rstrip()
-        self.status.tool_started = time.monotonic()
+        self.status.tool_started, self.status.tool_done = time.monotonic(), ""
+
+    def tool_progress(self, step, tool, done, total, unit):
+        self.status.tool_done = f"{done}/{total} {unit}"
 
     def tool_finished(self, step, tool, ok, duration_s, error):
-        self.status.tool, self.status.tool_started = "", None
+        self.status.tool, self.status.tool_started, self.status.tool_done = "", None, ""
         if not ok:
             super().tool_finished(step, tool, ok, duration_s, error)
 

@@ -69,11 +69,11 @@ class RegenerateSession(LiveSession):
         self._pending: list[tuple[dict, dict]] = []
         self._artifact_times: list[str] = []
 
-    def begin_step(self, step: str) -> None:
+    def begin_step(self, step: str, position: str = "") -> None:
         self.clock.at(self._starts.get(step))
         self._pending = list(self.served.calls.get(step, []))
         self._artifact_times = list(self._artifact_ts.get(step, []))
-        super().begin_step(step)
+        super().begin_step(step, position)
 
     def end_step(self, finding: Finding) -> None:
         if self._pending:

@@ -437,7 +437,7 @@ class _FillsTheDisk(SilentProgress):
     def __init__(self, where: Path):
         self.where = where
 
-    def step_started(self, step):
+    def step_started(self, step, position=""):
         _fill(self.where)
 
 

@@ -139,7 +139,7 @@ CATALOG: dict[str, ToolSpec] = {
 }
 
 
-def run_tool(box: Box, name: str, args: dict[str, Any]) -> tuple[dict[str, Any], CommandResult]:
+def run_tool(box: Box, name: str, args: dict[str, Any], watch=None) -> tuple[dict[str, Any], CommandResult]:
     """Run one tool on the box. Returns the result record for the log, and the raw command result.
 
     The record: ok, data (the tool's JSON, or null), rc, duration_s, timed_out, error, argv,
@@ -148,7 +148,8 @@ def run_tool(box: Box, name: str, args: dict[str, Any]) -> tuple[dict[str, Any],
     """
     spec = CATALOG[name]
     argv = spec.command(box.python, args)
-    result = box.run(argv, timeout_s=spec.timeout_s(args), env=spec.env(args))
+    # ``watch``: looks at the output folder while the tool runs, on a box that offers it (LocalBox.run)
+    result = box.run(argv, timeout_s=spec.timeout_s(args), env=spec.env(args), **({"watch": watch} if watch else {}))
     data, parse_error = _parse_json(result.stdout)
     error = result.error
     if error is None and result.timed_out:

@@ -11,6 +11,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 from agent.box.interface import OUT_DIR, CommandResult
 
@@ -41,6 +42,9 @@ class LocalBox:
     """This machine. Box-side tools are run with ``python`` and this repository on PYTHONPATH."""
 
     name = "local"
+    # A command's output folder is here to look at while it runs (``run``'s ``watch``): an SSH box's
+    # is on the host, read only when the command ends.
+    watches_output = True
 
     def __init__(self, python: str | None = None, scratch_root: Path | None = None):
         self.python = python or sys.executable
@@ -49,7 +53,10 @@ class LocalBox:
     def describe(self) -> dict:
         return {"kind": "local", "python": self.python}
 
-    def run(self, argv: list[str], *, timeout_s: float, env: dict[str, str] | None = None) -> CommandResult:
+    def run(self, argv: list[str], *, timeout_s: float, env: dict[str, str] | None = None,
+            watch: Callable[[Path], None] | None = None) -> CommandResult:
+        """``watch(output folder)`` is called every WATCH_EVERY_S while the command runs (a sweep's
+        runs done, for the progress view); what it raises is ignored, it only shows."""
         scratch = Path(tempfile.mkdtemp(prefix="box-", dir=self.scratch_root)) if OUT_DIR in argv else None
         argv = [str(scratch) if a == OUT_DIR else a for a in argv]
         full_env = dict(os.environ)
@@ -69,7 +76,7 @@ class LocalBox:
             return CommandResult(argv, None, "", "", 0.0, error=f"cannot start {argv[0]}: {exc.strerror}", scratch=scratch)
         timed_out = False
         try:
-            stdout, stderr = proc.communicate(timeout=timeout_s)
+            stdout, stderr = _wait(proc, timeout_s, scratch, watch)
         except subprocess.TimeoutExpired as exc:
             timed_out = True
             _kill_group(proc)
@@ -83,6 +90,28 @@ class LocalBox:
         if scratch is not None:
             files = {str(p.relative_to(scratch)): p for p in sorted(scratch.rglob("*")) if p.is_file()}
         return CommandResult(argv, proc.returncode, stdout, stderr, duration, timed_out, None, files, scratch)
+
+
+WATCH_EVERY_S = 0.5
+
+
+def _wait(proc: subprocess.Popen, timeout_s: float, scratch: Path | None,
+          watch: Callable[[Path], None] | None) -> tuple[str, str]:
+    """The command's output once it ends, looking at its output folder meanwhile when watched
+    (communicate goes on where its timeout left it: nothing read is lost); TimeoutExpired at timeout_s."""
+    if watch is None or scratch is None:
+        return proc.communicate(timeout=timeout_s)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return proc.communicate(timeout=max(0.0, min(WATCH_EVERY_S, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= deadline:
+                raise
+            try:
+                watch(scratch)
+            except Exception:  # a progress view's failure must not end a measurement
+                pass
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

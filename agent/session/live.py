@@ -12,6 +12,7 @@ from langgraph.types import interrupt
 from agent import redact
 from agent.box.catalog import CATALOG, run_tool
 from agent.box.interface import Box
+from agent.engine_runs import sweep_watch
 from agent.progress import Progress, SilentProgress, summarize_args
 from agent.rundir import RunDir
 from agent.runlog import RunLog, fault_point
@@ -35,11 +36,11 @@ class LiveSession:
 
     # -- steps -------------------------------------------------------------------------------
 
-    def begin_step(self, step: str) -> None:
+    def begin_step(self, step: str, position: str = "") -> None:
         self.step = step
         self.step_run = f"{self.log.attempt}:{step}"
         self.log.append("step_start", step=step, step_run=self.step_run)
-        self.progress.step_started(step)  # shown as begun, as journaled: a Ctrl-C from here on names this step
+        self.progress.step_started(step, position)  # shown as begun, as journaled: a Ctrl-C from here on names this step
         fault_point(f"step_start:{step}")
 
     def end_step(self, finding: Finding) -> None:
@@ -57,7 +58,10 @@ class LiveSession:
         args = json.loads(json.dumps(args))  # the logged form is the form the step sees
         call = self.log.append("tool_call", step=self.step, step_run=self.step_run, tool=tool, args=args)
         self.progress.tool_started(self.step, tool, summarize_args(tool, args))
-        record, raw = run_tool(self.box, tool, redact.resolve(args, self.secrets))
+        step = self.step
+        watch = sweep_watch(tool, args, lambda done, total, unit: self.progress.tool_progress(step, tool, done, total, unit)) \
+            if getattr(self.box, "watches_output", False) else None
+        record, raw = run_tool(self.box, tool, redact.resolve(args, self.secrets), watch)
         try:
             for path in raw.files.values():
                 redact.scrub_file(path)  # an artifact echoing a secret is stored without it

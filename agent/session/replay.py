@@ -68,13 +68,13 @@ class ReplaySession:
         with open(self.journal, "a") as handle:
             handle.write(encode({"kind": kind, **fields}) + "\n")
 
-    def begin_step(self, step: str) -> None:
+    def begin_step(self, step: str, position: str = "") -> None:
         self.step = step
         self.step_run = f"replay:{step}"
         self._pending = list(self.served.calls.get(step, []))
         self._pending_artifacts = list(self.served.artifacts.get(step, []))
         self.record_note("step_start", step=step)
-        self.progress.step_started(step)
+        self.progress.step_started(step, position)
 
     def end_step(self, finding: Finding) -> None:
         if self._pending:

@@ -15,6 +15,7 @@ from typing import Any, Callable
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, ConfigDict, Field
 
+from agent import routes
 from agent.config import Target
 from agent.evidence import validate
 from agent.session import Session
@@ -101,7 +102,7 @@ def as_node(step: StepName, fn: StepFn):
 
     def node(state: InvestigationState, runtime: Runtime) -> dict:
         session: Session = runtime.context.session
-        session.begin_step(step)
+        session.begin_step(step, routes.position(state, step))
         target = runtime.context.target
         finding = fn(state, session, target).numbered(state, step)
         if target.engine.kind == "sglang":
