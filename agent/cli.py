@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 from contextlib import nullcontext
 from pathlib import Path
@@ -238,30 +237,12 @@ def cmd_replay(args) -> int:
     return _report(outcome, args)
 
 
-_LINK = re.compile(r"(\]\()([^)\s]+)(\))")
-
-
-def relink(markdown: str, run_dir: Path, out_dir: Path) -> str:
-    """The report's relative links (plots, findings, journal lines) made relative to ``out_dir``:
-    written outside its run, the report must still open them."""
-    def fix(match: re.Match) -> str:
-        target = match.group(2)
-        if target.startswith(("#", "/")) or re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*:", target):
-            return match.group(0)  # an anchor, an absolute path, a URL: the same from anywhere
-        path, hash_, anchor = target.partition("#")
-        moved = os.path.relpath(os.path.abspath(run_dir / path), os.path.abspath(out_dir))
-        return f"{match.group(1)}{Path(moved).as_posix()}{hash_}{anchor}{match.group(3)}"
-
-    if os.path.abspath(run_dir) == os.path.abspath(out_dir):
-        return markdown
-    return _LINK.sub(fix, markdown)
-
-
 def cmd_report(args) -> int:
     from agent import runner
     from agent.rundir import RunDirError
     from agent.runlog import CorruptLog
     from reports.html import render_html
+    from reports.links import relink
 
     targets = [(flag, Path(value)) for flag, value in (("--out", args.out), ("--html", args.html)) if value]
     fields = {"run": args.run, "out": args.out, "html": args.html, "markdown": None}
