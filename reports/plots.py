@@ -1,4 +1,4 @@
-"""The report's plots as PNG bytes: kernel shares, the lever sweep with its intervals, the ceiling.
+"""The report's plots as PNG bytes: kernel shares, the lever sweep (ratios to the baseline with their intervals), the ceiling.
 
 Rendering is pinned (matplotlib version in pyproject.toml, fixed size, dpi and font, no metadata
 stamp), so the same findings give the same bytes and a replay can compare them.
@@ -48,27 +48,53 @@ def kernel_shares(kernels: list[dict[str, Any]], top: int = 10, title: str = "Ke
     return _png(plt, fig)
 
 
-def lever_sweep(baseline: float, detectable: float | None, settings: list[tuple[str, float | None, tuple[float, float] | None]],
-                unit: str = "tok/s") -> bytes:
-    """Median tok/s per setting with its interval (from the ratio's interval x the baseline), and
-    the band of changes the sweep could not have told from none (its smallest detectable effect)."""
+def lever_sweep(rows: list[dict[str, Any]], detectable: float | None, min_effect: float | None) -> bytes:
+    """Each lever's throughput ratio to the baseline (baseline = 1) with its interval, on a log axis so
+    that a 10x slowdown and a 10x speedup look alike and a ratio near 1 is not a sliver beside them;
+    the band of changes the sweep could not have told from none (its smallest detectable effect); and
+    beside each row the text the report's table gives it. ``rows``: name, ratio, low, high (None when
+    the lever is not drawn), text, status (agent.steps.report.lever_rows)."""
+    from matplotlib import ticker
+
     plt, fig, ax = _figure()
-    names = ["baseline"] + [name for name, _, _ in settings]
-    values = [baseline] + [value if value is not None else 0.0 for _, value, _ in settings]
-    colors = ["#4477aa"] + ["#bbbbbb" if value is None else "#66ccee" for _, value, _ in settings]
-    ax.bar(names, values, color=colors)
-    for position, (_, value, interval) in enumerate(settings, start=1):
-        if value is None:
-            ax.text(position, 0, "not run", ha="center", va="bottom", rotation=90)
-        elif interval:
-            ax.errorbar([position], [value], yerr=[[value - interval[0]], [interval[1] - value]], color="black", capsize=4)
+    fig.set_size_inches(WIDTH + 2, max(HEIGHT, 1.6 + 0.34 * (len(rows) + 1)))
+    colors = {"moves up": "#228833", "moves down": "#ee6677", "changes the output": "#ccbb44"}
+    # the baseline on top, the levers below it in the finding's order
+    ys = list(range(len(rows), 0, -1))
+    ax.plot([1.0], [len(rows) + 1], marker="D", color="#4477aa", linestyle="none")
+    ax.axvline(1.0, color="#4477aa", linewidth=1)
+    span = [1.0]
+    for y, row in zip(ys, rows):
+        if row["ratio"] is None:
+            continue
+        ax.barh([y], [row["ratio"] - 1.0], left=1.0, height=0.6, color=colors.get(row["status"], "#bbbbbb"))
+        span.append(row["ratio"])
+        if row["low"] is not None:
+            ax.errorbar([row["ratio"]], [y], xerr=[[row["ratio"] - row["low"]], [row["high"] - row["ratio"]]],
+                        color="black", capsize=3, linestyle="none")
+            span += [row["low"], row["high"]]
     if detectable:
-        ax.axhspan(baseline / (1 + detectable), baseline * (1 + detectable), color="#ee6677", alpha=0.2,
-                   label=f"smallest detectable effect +/-{100 * detectable:.1f}%")
-        ax.legend(loc="upper right")
-    ax.set_ylabel(unit)
-    ax.set_title("Lever sweep (medians, 95% intervals)")
-    plt.setp(ax.get_xticklabels(), rotation=20, ha="right")
+        ax.axvspan(1.0 / (1.0 + detectable), 1.0 + detectable, color="#ee6677", alpha=0.2, zorder=0,
+                   label=f"smallest detectable effect {100 * detectable:.1f}%"
+                         + (f" (min_effect {100 * min_effect:.3g}%)" if min_effect is not None else ""))
+        span += [1.0 / (1.0 + detectable), 1.0 + detectable]
+        ax.legend(loc="lower left", fontsize=8)
+    low, high = min(span), max(span)
+    ax.set_xscale("log")
+    ax.set_xlim(low / 1.5, high * 1.5)
+    ax.xaxis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda x, _: f"{x:g}x"))
+    ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+    ax.set_ylim(0.3, len(rows) + 1.7)
+    ax.set_yticks([len(rows) + 1] + ys, ["baseline = 1"] + [row["name"] for row in rows])
+    # the table's own text, in a column right of the axis: drawn or not, every lever says what it got
+    ax.text(1.02, len(rows) + 1, "reference", transform=ax.get_yaxis_transform(), va="center")
+    for y, row in zip(ys, rows):
+        ax.text(1.02, y, row["text"], transform=ax.get_yaxis_transform(), va="center",
+                style="normal" if row["ratio"] is not None else "italic",
+                color="black" if row["ratio"] is not None else "#666666")
+    ax.set_xlabel("throughput / baseline (log scale)")
+    ax.set_title("Lever sweep: ratio to the baseline, 95% intervals")
     return _png(plt, fig)
 
 

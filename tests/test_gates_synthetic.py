@@ -263,8 +263,9 @@ def test_box_side_cli_bad_input(args, message):
     assert proc.returncode == 2 and message in proc.stderr and proc.stdout == ""
 
 
-def test_human_table(capsys):
-    assert cli_main(["--source", str(TREE), "--sm", "100", "--kernels", "_slow_decode_kernel"]) == 0
+def test_human_table(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # wide enough that each gate's line keeps its guarded path beside it
+    assert cli_main(["--source", str(TREE), "--sm", "100", "--kernels", "_slow_decode_kernel", "--all"]) == 0
     out = capsys.readouterr().out
     line = next(line for line in out.splitlines() if line.startswith("attention.py:93"))
     assert "arch_is_blackwell_dc" in line and "100,101,103" in line and " yes " in line
@@ -409,7 +410,8 @@ def test_gates_step_counts_and_shows_early_exits_apart(result):
     assert allows_text(by_line[121], result.sm_versions) == "sm_120, sm_121"
 
 
-def test_human_table_marks_early_exits(capsys):
-    assert cli_main(["--source", str(TREE), "--sm", "120"]) == 0
+def test_human_table_marks_early_exits(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    assert cli_main(["--source", str(TREE), "--sm", "120", "--all"]) == 0
     line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("attention.py:121"))
     assert " early exit " in line and " yes " in line and ">=120" in line

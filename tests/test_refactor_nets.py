@@ -46,7 +46,7 @@ def _gates_over_the_sessions_scan(args: list[str], sglang_scan, monkeypatch, cap
 
     root = sglang_root().resolve()
 
-    def the_sessions_scan(scanned, cuda=None):
+    def the_sessions_scan(scanned, cuda=None, progress=None):  # progress: told only on a terminal
         assert (Path(scanned).resolve(), cuda) == (root, None), (scanned, cuda)
         return sglang_scan
 

@@ -12,9 +12,11 @@ from agent.runlog import read_events
 from agent.session import Session
 from agent.state import InvestigationState, finding_for, findings_of
 from agent.steps import Draft
+from agent.steps.measurements import ratio_text
 from reports import plots
 from reports.html import render_html
 from reports.render import render_report
+from schema.finding import Finding
 
 
 def make_plots(state: InvestigationState, session: Session) -> dict[str, str]:
@@ -22,13 +24,9 @@ def make_plots(state: InvestigationState, session: Session) -> dict[str, str]:
     made = {}
     levers = finding_for(state, "levers")
     if levers:
-        base = levers.number("baseline_tok_s")
-        # The bar is the paired ratio's point (its interval is around that point, not the lever's median).
-        settings = [(r["name"], base * r["ratio"] if r.get("ratio") else r.get("tok_s"),
-                     tuple(base * x for x in r["interval"]) if r.get("interval") and r.get("ratio") else None)
-                    for r in levers.data["levers"]]
-        detectable = levers.numbers.get("smallest_detectable_effect")
-        png = plots.lever_sweep(base, detectable.value if detectable else None, settings)
+        detectable, floor = levers.numbers.get("smallest_detectable_effect"), levers.numbers.get("min_effect")
+        png = plots.lever_sweep(lever_rows(levers), detectable.value if detectable else None,
+                                floor.value if floor else None)
         made["lever_sweep"] = session.store_artifact_bytes(png, "lever_sweep.png")["path"]
     profile = finding_for(state, "profile")
     if profile and profile.data.get("complete"):
@@ -44,6 +42,30 @@ def make_plots(state: InvestigationState, session: Session) -> dict[str, str]:
         png = plots.ceiling(tok_s, bounds, ceiling.number("goal_tok_s"))
         made["ceiling"] = session.store_artifact_bytes(png, "ceiling.png")["path"]
     return made
+
+
+# Levers drawn on the plot: those whose ratio measures the lever. A "not comparable" lever's ratio
+# measures different execution (interpreted against compiled), so it is named, not drawn.
+_DRAWN = {"moves up", "moves down", "no change detected", "changes the output"}
+
+
+def lever_rows(levers: Finding) -> list[dict]:
+    """The lever plot's rows from the levers finding: each lever's ratio and interval as the finding
+    holds them, and the text its row of the report's table gives (the same ``ratio_text``), so the
+    plot never shows a number the table does not."""
+    rows = []
+    for r in levers.data["levers"]:
+        drawn = r["status"] in _DRAWN and r.get("ratio") is not None
+        low, high = r.get("interval") or (None, None)
+        if drawn:
+            text = f"{ratio_text(r['ratio'], low, high)} {r['status']}"
+        elif r["status"] in ("not tried", "failed"):
+            text = f"not run ({r['status']})"
+        else:
+            text = f"{r['status']}: not drawn (see the table)"
+        rows.append({"name": r["name"], "status": r["status"], "text": text, "ratio": r["ratio"] if drawn else None,
+                     "low": low if drawn else None, "high": high if drawn else None})
+    return rows
 
 
 def journal_timing(events: list[dict]) -> dict | None:

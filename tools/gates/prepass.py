@@ -10,6 +10,7 @@ import gc
 import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from typing import Callable
 from pathlib import Path
 
 from .index import HELPER_MAX_LINES, ModuleFile, call_name, mentions, parse_file, probe_modules, resolve_relative, target_names
@@ -286,15 +287,27 @@ def summarize(module: str, rel: str, path: str, is_package: bool = False) -> Fil
             gc.enable()
 
 
-def summarize_all(files: list[ModuleFile], workers: int | None = None) -> list[FileSummary]:
-    """Pre-pass over every file, in worker processes when there are many."""
+def summarize_all(files: list[ModuleFile], workers: int | None = None,
+                  progress: Callable[[int, int], None] | None = None) -> list[FileSummary]:
+    """Pre-pass over every file, in worker processes when there are many; ``progress(done, total)``
+    after each file."""
     jobs = [(f.name, f.rel, str(f.path), f.is_package) for f in files]
     workers = workers if workers is not None else min(4, os.cpu_count() or 1)
     if workers <= 1 or len(jobs) < 200:
-        return [summarize(*job) for job in jobs]
+        summaries = (summarize(*job) for job in jobs)
+        return _counted(summaries, len(jobs), progress)
     chunk = max(8, len(jobs) // (workers * 8))
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(_summarize_job, jobs, chunksize=chunk))
+        return _counted(pool.map(_summarize_job, jobs, chunksize=chunk), len(jobs), progress)
+
+
+def _counted(summaries, total: int, progress: Callable[[int, int], None] | None) -> list[FileSummary]:
+    done = []
+    for summary in summaries:
+        done.append(summary)
+        if progress:
+            progress(len(done), total)
+    return done
 
 
 def _summarize_job(job: tuple) -> FileSummary:

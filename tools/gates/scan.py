@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import time
 from contextlib import contextmanager
+from typing import Callable
 from pathlib import Path
 
 from .assemble import assemble
@@ -45,6 +46,7 @@ def scan(
     cuda: str | None = None,
     include_tests: bool = False,
     workers: int | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> GateScan:
     """Statically scan the engine source tree at `source_root` for capability gates.
 
@@ -53,6 +55,7 @@ def scan(
     its defaults; `cuda` as torch.version.cuda, default newer than any check). What the scan cannot
     resolve is listed in `unresolved` with file:line and the reason. The returned scan keeps its
     live state (`scan.state`) for `evaluate(..., env=...)` and `fallbacks_for_kernels`.
+    `progress(phase, done, total)` is told the files done in each phase ("read", then "interpreted").
     """
     source_root = Path(source_root).resolve()
     if not source_root.is_dir():
@@ -62,7 +65,8 @@ def scan(
     with _no_gc():
         t0 = time.perf_counter()
         files = discover(source_root, include_tests=include_tests)
-        summaries = summarize_all(files, workers=workers)
+        summaries = summarize_all(files, workers=workers,
+                                  progress=(lambda done, total: progress("read", done, total)) if progress else None)
         timings["prepass_s"] = time.perf_counter() - t0
         t1 = time.perf_counter()
         rel = relevance(summaries)
@@ -77,7 +81,8 @@ def scan(
             if any(rel.classify(summary, summary.names, summary.attrs)):
                 candidates.append(summary)
         interpreted = len(candidates)
-        for part in walk_all(state, candidates, workers):
+        told = (lambda done, total: progress("interpreted", done, total)) if progress else None
+        for part in walk_all(state, candidates, workers, told):
             collected.merge(part)
         timings["interpret_s"] = time.perf_counter() - t1
         result = assemble(state, summaries, collected, source_root, interpreted, len(files))

@@ -10,7 +10,7 @@ import ast
 import multiprocessing
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from tools.pyeval.syntax import assign_targets, walk_no_defs
 
@@ -451,14 +451,18 @@ def _walk_chunk(index: int) -> Collected:
     return collected
 
 
-def walk_all(state: ScanState, candidates: list, workers: int | None) -> list:
-    """Walk the candidate files, split over forked workers when there are many."""
+def walk_all(state: ScanState, candidates: list, workers: int | None,
+             progress: Callable[[int, int], None] | None = None) -> list:
+    """Walk the candidate files, split over forked workers when there are many; ``progress(done,
+    total)`` as files are walked (after each chunk when split)."""
     global _FORK_JOB
     workers = workers if workers is not None else min(4, os.cpu_count() or 1)
     if workers <= 1 or len(candidates) < 64 or "fork" not in multiprocessing.get_all_start_methods():
         collected = Collected()
-        for summary in candidates:
+        for done, summary in enumerate(candidates, start=1):
             _Walker(state, summary, collected).run()
+            if progress:
+                progress(done, len(candidates))
         return [collected]
     # Balance by file size, largest first, dealt round-robin.
     ordered = sorted(candidates, key=lambda s: -state.project.files[s.module].path.stat().st_size)
@@ -466,7 +470,14 @@ def walk_all(state: ScanState, candidates: list, workers: int | None) -> list:
     _FORK_JOB = (state, chunks)
     try:
         with multiprocessing.get_context("fork").Pool(workers) as pool:
-            return pool.map(_walk_chunk, range(len(chunks)), chunksize=1)
+            parts, done = [], 0
+            # imap keeps map's order, so the merge (and the scan) is the same as before progress was told
+            for index, part in enumerate(pool.imap(_walk_chunk, range(len(chunks)), chunksize=1)):
+                parts.append(part)
+                done += len(chunks[index])
+                if progress:
+                    progress(done, len(candidates))
+            return parts
     finally:
         _FORK_JOB = None
 
