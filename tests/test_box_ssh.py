@@ -191,17 +191,22 @@ def test_the_guard_ends_the_command_when_the_agent_dies(sshd, tmp_path):
         box.run(["sh", "-c", "echo $$ > " + sys.argv[1] + "; exec sleep 300"], timeout_s=600)
     """)
     pidfile = f"/tmp/pi-box-agent-{os.getpid()}"
-    # its connection's private directory goes under tmp_path: nothing is left to remove it after a kill -9
-    proc = subprocess.Popen([sys.executable, "-c", agent, pidfile], env={**os.environ, "TMPDIR": str(tmp_path)})
-    deadline = time.monotonic() + 30
-    while not (Path(pidfile).exists() and Path(pidfile).read_text().strip()) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    pid = int(Path(pidfile).read_text())
-    assert alive(pid)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert gone_within(pid, 10)
-    Path(pidfile).unlink()
+    # its connection's private directory goes in a short folder of the test's own, which the test removes: nothing
+    # is left to remove it after a kill -9 (tmp_path's own path can be too long for the control socket's)
+    private = tempfile.mkdtemp(prefix="pi-t-", dir="/tmp")
+    proc = subprocess.Popen([sys.executable, "-c", agent, pidfile], env={**os.environ, "TMPDIR": private})
+    try:
+        deadline = time.monotonic() + 30
+        while not (Path(pidfile).exists() and Path(pidfile).read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        pid = int(Path(pidfile).read_text())
+        assert alive(pid)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert gone_within(pid, 10)
+        Path(pidfile).unlink()
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
 
 
 @pytest.mark.slow
@@ -303,3 +308,20 @@ def test_version_requirements():
     facts = {"python": [3, 10, 12], "distributions": {"torch": "2.13.0", "triton": None}, "nvidia_smi": False, "gpus": []}
     rows = {row["what"]: row for row in ssh.missing_from(facts, {"torch": ">=2.9", "triton": ">=3.5"})}
     assert set(rows) == {"python", "triton", "GPU"} and rows["python"]["have"] == "3.10.12"
+
+
+def test_the_ssh_control_socket_fits_a_unix_socket_path_under_a_long_tmpdir(tmp_path, monkeypatch):
+    """ssh binds the control socket under its path plus a random suffix; a TMPDIR of about 90 characters (a
+    deep pytest temp dir, a macOS $TMPDIR) left no room, and the connection failed ("too long for Unix domain
+    socket"). The connection's private directory goes under /tmp then; under a short TMPDIR it stays there."""
+    from agent.box import ssh_client
+
+    for tmpdir, expected_parent in ((tmp_path / ("d" * 90), Path("/tmp")), (tmp_path, tmp_path)):
+        tmpdir.mkdir(exist_ok=True)
+        monkeypatch.setattr(tempfile, "tempdir", str(tmpdir))
+        connection = ssh_client.Connection(ssh_client.SSHTarget.parse("ssh://someone@127.0.0.1:22"))
+        try:
+            assert connection.private.parent == expected_parent, connection.private
+            assert len(str(connection.control_path)) + ssh_client.SSH_SOCKET_SUFFIX <= ssh_client.SOCKET_PATH_MAX
+        finally:
+            shutil.rmtree(connection.private, ignore_errors=True)

@@ -177,7 +177,7 @@ def test_runs_lists_a_replay_as_a_replay_of_its_run_and_a_diverged_one_as_diverg
     assert rows["same"]["status"] == "done" and rows["same"]["replay_of"] == other_run.name
     assert rows["moved"]["status"] == "diverged" and rows["moved"]["replay_of"] == other_run.name
     listed = agent("runs", "--runs-dir", runs)
-    line = next(line for line in listed.stdout.splitlines() if line.rstrip().endswith(f"(replay of {other_run.name})")
+    line = next(line for line in listed.stdout.splitlines() if f"(replay of {other_run.name})" in line
                 and "moved" in line)
     assert line.startswith("diverged")
     assert {r["run"]: r["replay_of"] for r in json.loads(agent("runs", "--runs-dir", runs, "--json").stdout)} == \

@@ -40,6 +40,22 @@ class BoxLost(BoxUnreachable):
         self.partial = partial
 
 
+# A unix socket's path holds at most 107 bytes, and ssh binds the control socket under its name plus a random
+# suffix of 17 characters before renaming it: a long TMPDIR (a test's, a macOS $TMPDIR) would leave no room.
+SOCKET_PATH_MAX = 107
+SSH_SOCKET_SUFFIX = 17
+
+
+def _short_private_dir() -> Path:
+    """A private directory for the connection's control socket: under TMPDIR when the socket's path fits there,
+    else under /tmp."""
+    private = Path(tempfile.mkdtemp(prefix="pi-ssh-"))
+    if len(str(private / "cm")) + SSH_SOCKET_SUFFIX > SOCKET_PATH_MAX:
+        shutil.rmtree(private, ignore_errors=True)
+        private = Path(tempfile.mkdtemp(prefix="pi-ssh-", dir="/tmp"))
+    return private
+
+
 @dataclass(frozen=True)
 class SSHTarget:
     user: str | None
@@ -112,8 +128,7 @@ class Connection:
         self.identity = identity
         self.ssh_config = ssh_config
         self.connect_timeout_s = connect_timeout_s
-        # a short path: a unix socket's path is limited to about 100 bytes
-        self.private = Path(tempfile.mkdtemp(prefix="pi-ssh-"))
+        self.private = _short_private_dir()
         self.control_path = self.private / "cm"
         self._pinned: Path | None = None
 
