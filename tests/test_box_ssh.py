@@ -316,12 +316,16 @@ def test_the_ssh_control_socket_fits_a_unix_socket_path_under_a_long_tmpdir(tmp_
     socket"). The connection's private directory goes under /tmp then; under a short TMPDIR it stays there."""
     from agent.box import ssh_client
 
-    for tmpdir, expected_parent in ((tmp_path / ("d" * 90), Path("/tmp")), (tmp_path, tmp_path)):
-        tmpdir.mkdir(exist_ok=True)
-        monkeypatch.setattr(tempfile, "tempdir", str(tmpdir))
-        connection = ssh_client.Connection(ssh_client.SSHTarget.parse("ssh://someone@127.0.0.1:22"))
-        try:
-            assert connection.private.parent == expected_parent, connection.private
-            assert len(str(connection.control_path)) + ssh_client.SSH_SOCKET_SUFFIX <= ssh_client.SOCKET_PATH_MAX
-        finally:
-            shutil.rmtree(connection.private, ignore_errors=True)
+    short = Path(tempfile.mkdtemp(prefix="pi-t-", dir="/tmp"))  # tmp_path itself may be too long (under xdist it is)
+    try:
+        for tmpdir, expected_parent in ((tmp_path / ("d" * 90), Path("/tmp")), (short, short)):
+            tmpdir.mkdir(exist_ok=True)
+            monkeypatch.setattr(tempfile, "tempdir", str(tmpdir))
+            connection = ssh_client.Connection(ssh_client.SSHTarget.parse("ssh://someone@127.0.0.1:22"))
+            try:
+                assert connection.private.parent == expected_parent, connection.private
+                assert len(str(connection.control_path)) + ssh_client.SSH_SOCKET_SUFFIX <= ssh_client.SOCKET_PATH_MAX
+            finally:
+                shutil.rmtree(connection.private, ignore_errors=True)
+    finally:
+        shutil.rmtree(short, ignore_errors=True)
