@@ -20,6 +20,18 @@ def agent(*args, cwd=ROOT, env=None, timeout=1200) -> subprocess.CompletedProces
                           capture_output=True, text=True, timeout=timeout)
 
 
+def agent_in_process(argv: list[str], capsys) -> tuple[int, str, str]:
+    """``python -m agent ARGV`` in this process: (exit code, stdout, stderr)."""
+    from agent.cli import main
+
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse: what python -m agent would exit with
+        code = exc.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
 def agent_on_terminal(*args, cwd=ROOT, env=None, columns=250, timeout=600):
     """``python -m agent ARGS`` under a real pseudo-terminal (pexpect): stdin, stdout and stderr a terminal,
     as a user's; ``.logfile_read`` holds all it printed. SIGINT's default disposition, as a terminal's

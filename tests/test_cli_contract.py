@@ -19,26 +19,16 @@ from rich.console import Console
 
 from agent import runner
 from tools import exitcodes
-from agent.cli import decision_prompt, main, make_ask, valid_choices
+from agent.cli import decision_prompt, make_ask, valid_choices
 from agent.progress import LiveProgress, PlainProgress
 
-from conftest import DATA, ROOT, agent, agent_on_terminal, events, only_run, screen_lines
+from conftest import DATA, ROOT, agent, agent_in_process, agent_on_terminal, events, only_run, screen_lines
 
 FORMS = DATA / "kernel-source-launch-forms"
 GATES_TREE = DATA / "gates-synthetic" / "fakeengine"
 GRID = ["grid", "--source", str(FORMS), "--kernel", "attend_rows", "--launcher", "attend", "--sms", "132"]
 SHAPES = ["--shape", "rows=8", "--shape", "N=1000", "--shape", "D=64"]
 ENVELOPE = {"command", "status", "exit_code", "message"}
-
-
-def _run(argv: list[str], capsys) -> tuple[int, str, str]:
-    """``python -m agent ARGV`` in this process: (exit code, stdout, stderr)."""
-    try:
-        code = main(argv)
-    except SystemExit as exc:  # argparse: what python -m agent would exit with
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def _one_error_line(err: str) -> str:
@@ -72,7 +62,7 @@ def test_one_code_per_outcome_and_the_usage_page_lists_them():
 def test_investigate_exits_with_its_outcomes_code(monkeypatch, capsys, tmp_path, status, code, stream):
     outcome = runner.Outcome(status, f"run x: {status}", tmp_path, 0)  # the CLI's code comes from the status
     monkeypatch.setattr(runner, "investigate", lambda *a, **k: outcome)
-    got, out, err = _run(["investigate", "dsv4-flash", "--runs-dir", str(tmp_path)], capsys)
+    got, out, err = agent_in_process(["investigate", "dsv4-flash", "--runs-dir", str(tmp_path)], capsys)
     assert got == code
     if stream == "out":
         assert f"run x: {status}" in out and err == ""
@@ -85,7 +75,7 @@ def test_ctrl_c_anywhere_exits_interrupted(monkeypatch, capsys, tmp_path):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(runner, "replay", interrupted)
-    code, out, err = _run(["replay", str(tmp_path), "--json"], capsys)
+    code, out, err = agent_in_process(["replay", str(tmp_path), "--json"], capsys)
     assert code == exitcodes.INTERRUPTED and err == "error: interrupted\n"
 
 
@@ -144,7 +134,7 @@ def test_ctrl_c_on_a_terminal_keeps_the_step_line_and_ends_in_one_calm_line(tmp_
     ["trace"],
 ])
 def test_every_error_is_one_error_line_with_the_bad_input_code(argv, capsys, tmp_path):
-    code, out, err = _run(argv + (["--runs-dir", str(tmp_path)] if argv[0] == "investigate" else []), capsys)
+    code, out, err = agent_in_process(argv + (["--runs-dir", str(tmp_path)] if argv[0] == "investigate" else []), capsys)
     assert code == exitcodes.BAD_INPUT, (code, err)
     _one_error_line(err)
     assert "Traceback" not in err
@@ -154,7 +144,7 @@ def test_every_error_is_one_error_line_with_the_bad_input_code(argv, capsys, tmp
 
 
 def test_validate_json(capsys):
-    code, out, err = _run(["validate", "dsv4-flash", "--json"], capsys)
+    code, out, err = agent_in_process(["validate", "dsv4-flash", "--json"], capsys)
     assert code == 0 and err == ""
     obj = json.loads(out)
     assert set(obj) == ENVELOPE | {"path", "target", "summary"}
@@ -171,7 +161,7 @@ def test_validate_json(capsys):
 ])
 def test_json_on_bad_input_is_one_object_and_the_error_line(argv, keys, capsys, tmp_path):
     argv = [*argv, "--json"] + (["--runs-dir", str(tmp_path)] if argv[0] == "investigate" else [])
-    code, out, err = _run(argv, capsys)
+    code, out, err = agent_in_process(argv, capsys)
     assert code == exitcodes.BAD_INPUT
     _one_error_line(err)
     obj = json.loads(out)
@@ -181,14 +171,14 @@ def test_json_on_bad_input_is_one_object_and_the_error_line(argv, keys, capsys, 
 
 
 def test_grid_json(capsys):
-    code, out, err = _run([*GRID, *SHAPES, "--no-compile", "--json"], capsys)
+    code, out, err = agent_in_process([*GRID, *SHAPES, "--no-compile", "--json"], capsys)
     assert code == 0, err
     assert json.loads(out)["grid"] == [8]
 
 
 @pytest.mark.slow
 def test_report_and_replay_json_on_a_finished_run(dsv4_run, tmp_path, capsys):
-    code, out, err = _run(["report", str(dsv4_run), "--json"], capsys)
+    code, out, err = agent_in_process(["report", str(dsv4_run), "--json"], capsys)
     assert code == 0, err
     obj = json.loads(out)
     assert set(obj) == ENVELOPE | {"run", "out", "html", "markdown"}
@@ -204,20 +194,20 @@ def test_report_and_replay_json_on_a_finished_run(dsv4_run, tmp_path, capsys):
 
 
 def test_grid_refuses_a_negative_shape(capsys):
-    code, out, err = _run([*GRID, "--shape", "rows=-3", "--shape", "N=1000", "--shape", "D=64", "--no-compile"], capsys)
+    code, out, err = agent_in_process([*GRID, "--shape", "rows=-3", "--shape", "N=1000", "--shape", "D=64", "--no-compile"], capsys)
     assert code == exitcodes.BAD_INPUT and "rows=-3" in _one_error_line(err) and "never negative" in err
 
 
 def test_grid_refuses_a_symbol_the_kernel_never_names(capsys):
-    code, out, err = _run([*GRID, *SHAPES, "--shape", "B=4", "--no-compile"], capsys)
+    code, out, err = agent_in_process([*GRID, *SHAPES, "--shape", "B=4", "--no-compile"], capsys)
     assert code == exitcodes.BAD_INPUT
     assert "--shape B:" in _one_error_line(err) and "grid symbols: rows" in err
-    ok, out, err = _run([*GRID, *SHAPES, "--shape", "kv.stride( 0 )=64", "--no-compile"], capsys)
+    ok, out, err = agent_in_process([*GRID, *SHAPES, "--shape", "kv.stride( 0 )=64", "--no-compile"], capsys)
     assert ok == 0, err  # expression text the launcher does contain is a symbol it reads
 
 
 def test_grid_without_compiling_says_not_compiled_not_error(capsys):
-    code, out, err = _run([*GRID, *SHAPES, "--arch", "sm_90", "--no-compile"], capsys)
+    code, out, err = agent_in_process([*GRID, *SHAPES, "--arch", "sm_90", "--no-compile"], capsys)
     assert code == 0, err
     table = out.split("\n\n")[1]
     assert "error" not in table and table.count("not compiled") == 2
@@ -226,9 +216,9 @@ def test_grid_without_compiling_says_not_compiled_not_error(capsys):
 
 
 def test_gates_kind_is_checked_and_filters(capsys):
-    code, out, err = _run(["gates", "--source", str(GATES_TREE), "--sm", "120", "--kind", "bogus"], capsys)
+    code, out, err = agent_in_process(["gates", "--source", str(GATES_TREE), "--sm", "120", "--kind", "bogus"], capsys)
     assert code == exitcodes.BAD_INPUT and "invalid choice: 'bogus'" in _one_error_line(err)
-    code, out, err = _run(["gates", "--source", str(GATES_TREE), "--sm", "120", "--kind", "env", "--json"], capsys)
+    code, out, err = agent_in_process(["gates", "--source", str(GATES_TREE), "--sm", "120", "--kind", "env", "--json"], capsys)
     assert code == 0, err
     rows = json.loads(out)["rows"]
     assert rows and {r["kind"] for r in rows} == {"env"}

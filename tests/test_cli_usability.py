@@ -15,23 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from agent.cli import main
 from tools import exitcodes
 
-from conftest import DATA, ROOT
+from conftest import DATA, ROOT, agent_in_process
 
 EXAMPLE_RUN = ROOT / "runs" / "examples" / "dsv4-flash-cpu-20261202"
 CPU_TRACE = DATA / "trace-cpu" / "reference-cpu.trace.json.gz"
-
-
-def _run(argv: list[str], capsys) -> tuple[int, str, str]:
-    """``python -m agent ARGV`` in this process: (exit code, stdout, stderr)."""
-    try:
-        code = main(argv)
-    except SystemExit as exc:  # argparse: what python -m agent would exit with
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def _one_error_line(err: str) -> str:
@@ -45,7 +34,7 @@ def _one_error_line(err: str) -> str:
 
 def test_report_out_in_a_missing_directory_is_one_bad_input_line(capsys, tmp_path):
     missing = tmp_path / "no" / "such" / "dir"
-    code, out, err = _run(["report", str(EXAMPLE_RUN), "--out", str(missing / "x.md")], capsys)
+    code, out, err = agent_in_process(["report", str(EXAMPLE_RUN), "--out", str(missing / "x.md")], capsys)
     assert code == exitcodes.BAD_INPUT, err
     assert f"directory {missing} does not exist" in _one_error_line(err)
     assert not missing.exists()
@@ -58,7 +47,7 @@ def _relative_links(markdown: str) -> list[str]:
 def test_report_written_elsewhere_keeps_its_links(capsys, tmp_path):
     out = tmp_path / "elsewhere" / "findings.md"
     out.parent.mkdir()
-    code, _, err = _run(["report", str(EXAMPLE_RUN), "--out", str(out)], capsys)
+    code, _, err = agent_in_process(["report", str(EXAMPLE_RUN), "--out", str(out)], capsys)
     assert code == 0, err
     links = _relative_links(out.read_text())
     plots = [link for link in links if link.endswith(".png")]
@@ -80,7 +69,7 @@ def test_a_reader_that_leaves_the_pipe_gets_no_error_text():
 
 @pytest.mark.parametrize("top", ["-1", "0"])
 def test_trace_refuses_a_count_that_shows_nothing(capsys, top):
-    code, out, err = _run(["trace", str(CPU_TRACE), "--top", top], capsys)
+    code, out, err = agent_in_process(["trace", str(CPU_TRACE), "--top", top], capsys)
     assert code == exitcodes.BAD_INPUT and out == ""
     assert f"--top: {top} is not positive" in _one_error_line(err)
 
@@ -88,7 +77,7 @@ def test_trace_refuses_a_count_that_shows_nothing(capsys, top):
 @pytest.mark.parametrize("given, what", [("README.md", "a .md file"), ("agent", "a directory")])
 def test_validate_says_what_an_existing_file_is_not(capsys, given, what, monkeypatch):
     monkeypatch.chdir(ROOT)
-    code, out, err = _run(["validate", given], capsys)
+    code, out, err = agent_in_process(["validate", given], capsys)
     assert code == exitcodes.BAD_INPUT
     assert f"{given}: {what}, not a target YAML" in _one_error_line(err) and "unknown target" not in err
 
@@ -110,7 +99,7 @@ def _sparse_decode_grid() -> list[str]:
 
 def test_grid_without_a_flag_the_compile_needs_says_which_values_to_pass(capsys):
     # the README's example as it was: has_topk_len (`topk_length is not None` in the launcher) unpinned
-    code, out, err = _run(_sparse_decode_grid(), capsys)
+    code, out, err = agent_in_process(_sparse_decode_grid(), capsys)
     assert code == exitcodes.BAD_INPUT
     assert "--shape has_topk_len=true or --shape has_topk_len=false" in _one_error_line(err)
     table = out.split("\n\n")[1]
@@ -119,11 +108,11 @@ def test_grid_without_a_flag_the_compile_needs_says_which_values_to_pass(capsys)
 
 def test_grid_takes_a_flag_as_true_or_false(capsys):
     one = ["--only-chosen", "--config-json", '{"BLOCK_T": 16, "num_warps": 4, "num_stages": 2}']
-    code, out, err = _run([*_sparse_decode_grid(), "--shape", "has_topk_len=False", *one, "--json"], capsys)
+    code, out, err = agent_in_process([*_sparse_decode_grid(), "--shape", "has_topk_len=False", *one, "--json"], capsys)
     assert code == 0, err
     usage = next(c["resources"]["sm_120"] for c in json.loads(out)["configs"] if c["resources"]["sm_120"].get("ok"))
     assert usage["registers"] > 0
-    code, out, err = _run([*_sparse_decode_grid(), "--shape", "B=true", "--no-compile"], capsys)
+    code, out, err = agent_in_process([*_sparse_decode_grid(), "--shape", "B=true", "--no-compile"], capsys)
     assert code == exitcodes.BAD_INPUT and "a grid size is a count" in _one_error_line(err)
 
 
@@ -146,7 +135,7 @@ def test_runs_says_what_each_run_found_and_took(capsys, tmp_path, monkeypatch):
     runs, done, cut = _runs_dir(tmp_path)
     monkeypatch.setenv("COLUMNS", "160")
     monkeypatch.chdir(tmp_path)  # paths as short as a user's runs/RUN: the width left is the headline's
-    code, out, err = _run(["runs", "--runs-dir", "runs", "--json"], capsys)
+    code, out, err = agent_in_process(["runs", "--runs-dir", "runs", "--json"], capsys)
     assert code == 0, err
     rows = {Path(r["path"]).name: r for r in json.loads(out)}
     for row in rows.values():  # the keys scripts read before, and the new ones
@@ -157,7 +146,7 @@ def test_runs_says_what_each_run_found_and_took(capsys, tmp_path, monkeypatch):
     assert rows["cut-run"]["status"] == "interrupted"
     assert 0 < rows["cut-run"]["duration_s"] < rows["done-run"]["duration_s"]
     assert rows["done-run"]["headline"] and rows["done-run"]["headline"] != rows["cut-run"]["headline"]
-    code, out, err = _run(["runs", "--runs-dir", "runs"], capsys)
+    code, out, err = agent_in_process(["runs", "--runs-dir", "runs"], capsys)
     header, *lines = out.splitlines()
     assert header.split()[:8] == ["status", "found", "started", "(UTC)", "took", "target", "decision", "run"]
     assert len(lines) == 2 and all(len(line) <= 160 for line in lines)
@@ -168,17 +157,17 @@ def test_runs_says_what_each_run_found_and_took(capsys, tmp_path, monkeypatch):
 
 def test_runs_rm_and_prune_interrupted(capsys, tmp_path):
     runs, done, cut = _runs_dir(tmp_path)
-    code, out, err = _run(["runs", "rm", str(done), "no-such-run", "--runs-dir", str(runs)], capsys)
+    code, out, err = agent_in_process(["runs", "rm", str(done), "no-such-run", "--runs-dir", str(runs)], capsys)
     assert code == exitcodes.BAD_INPUT and "no-such-run: not a run" in _one_error_line(err)
     assert done.is_dir()  # one bad name: nothing removed
-    code, out, err = _run(["runs", "--prune-interrupted", "--runs-dir", str(runs), "--json"], capsys)
+    code, out, err = agent_in_process(["runs", "--prune-interrupted", "--runs-dir", str(runs), "--json"], capsys)
     assert code == 0, err
     obj = json.loads(out)
     assert [Path(r["path"]) for r in obj["removed"]] == [cut] and obj["removed"][0]["status"] == "interrupted"
     assert not cut.exists() and done.is_dir()
-    code, out, err = _run(["runs", "rm", "done-run", "--runs-dir", str(runs)], capsys)
+    code, out, err = agent_in_process(["runs", "rm", "done-run", "--runs-dir", str(runs)], capsys)
     assert code == 0 and f"removed {done}" in out and not done.exists()
-    code, out, err = _run(["runs", "--prune-interrupted", "--runs-dir", str(runs)], capsys)
+    code, out, err = agent_in_process(["runs", "--prune-interrupted", "--runs-dir", str(runs)], capsys)
     assert code == 0 and "no interrupted runs" in out
 
 
@@ -195,7 +184,7 @@ def _subcommands() -> list[str]:
 
 def test_every_subcommand_help_says_what_each_argument_is_with_examples(capsys):
     for command in _subcommands():
-        code, out, err = _run([command, "--help"], capsys)
+        code, out, err = agent_in_process([command, "--help"], capsys)
         assert code == 0, (command, err)
         assert f"\nExamples:\n  python -m agent {command} " in out, command
         assert "README" not in out, command  # what --json gives is said here, not elsewhere
@@ -205,7 +194,7 @@ def test_every_subcommand_help_says_what_each_argument_is_with_examples(capsys):
 
 
 def test_a_mistyped_flag_names_its_subcommands_help(capsys, tmp_path):
-    code, out, err = _run(["investigate", "dsv4-flash", "--decde", "auto", "--runs-dir", str(tmp_path)], capsys)
+    code, out, err = agent_in_process(["investigate", "dsv4-flash", "--decde", "auto", "--runs-dir", str(tmp_path)], capsys)
     assert code == exitcodes.BAD_INPUT and not any(tmp_path.iterdir())
     assert "(see python -m agent investigate --help)" in _one_error_line(err) and "did you mean --decide?" in err
 
