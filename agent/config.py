@@ -371,6 +371,13 @@ class Profile(_Strict):
     batch: Annotated[int, Field(gt=0, le=1 << 20)] | None = Field(default=None, description="default: the batch the levers were measured at")
 
 
+class Rewrite(_Strict):
+    plan: Literal["declared", "box"] = Field(
+        default="declared",
+        description="whose plan the split-K step builds and times: the declared GPU's (on a stand-in box, its kernels "
+                    "with the dots lowered as that GPU lowers them) or the box's own (a what-if for the deployment)")
+
+
 class Target(_Strict):
     # the name starts run ids, which are directory names: no separators, no "..", nothing a shell reads
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")]
@@ -382,6 +389,7 @@ class Target(_Strict):
     levers: list[Lever] = Field(default_factory=list)
     thresholds: Thresholds = Field(default_factory=Thresholds)
     profile: Profile = Field(default_factory=Profile)
+    rewrite: Rewrite = Field(default_factory=Rewrite)
     published: dict[str, Any] = Field(default_factory=dict, description="numbers of the published case, for comparison")
 
     @model_validator(mode="after")

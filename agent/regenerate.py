@@ -20,7 +20,7 @@ from agent import runner
 from agent.config import TargetError, parse_target
 from agent.progress import Progress, SilentProgress, summarize_args
 from agent.rundir import RunDir, RunDirError
-from agent.runlog import FORMAT, LOG_NAME, CorruptLog, RunLog, read_events, utc_now
+from agent.runlog import FORMAT, LOG_NAME, CorruptLog, RunLog, read_events, target_of, utc_now
 from agent.session import Divergence
 from agent.session.live import LiveSession
 from agent.session.replay import Served
@@ -134,7 +134,7 @@ def regenerate(source_path: Path, out_path: Path, progress: Progress | None = No
         initial = next((e for e in events if e["kind"] == "initial_state"), None)
         if start is None or initial is None:
             raise CorruptLog(f"{source.log_path}: no run_start or initial_state event")
-        target = parse_target(start["target"], f"{source.log_path} (run_start)")
+        target = parse_target(target_of(start, events), f"{source.log_path} (run_start)")
         run = RunDir.create(out_path.parent, out_path.name)
     except (RunDirError, CorruptLog, TargetError) as exc:
         return runner.Outcome("bad-input", str(exc), exit_code=exitcodes.BAD_INPUT)

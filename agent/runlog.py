@@ -25,8 +25,10 @@ LOG_NAME = "log.jsonl"
 # 1: no ``format`` in run_start; every commit's log ends at its finding's line.
 # 2: ``format`` in run_start; an ended run's last commit holds the journal through its run_end.
 # 3: the report's commit holds PROFILE_FINDINGS.html beside PROFILE_FINDINGS.md.
-FORMAT = 3
-FORMATS = (1, 2, 3)
+# 4: the target's ``rewrite.plan``; the split-K step of a run written before it timed the box's own plan
+#    (``target_of``).
+FORMAT = 4
+FORMATS = (1, 2, 3, 4)
 
 
 class CorruptLog(RuntimeError):
@@ -52,6 +54,16 @@ def journal_format(events: list[dict[str, Any]], where: Path | str = LOG_NAME) -
         raise UnknownFormat(f"{where}: journal format {found!r}, but this investigator reads formats "
                             f"{FORMATS[0]}-{FORMATS[-1]} (its own is {FORMAT}); use the investigator that wrote it")
     return found
+
+
+def target_of(state: dict[str, Any], events: list[dict[str, Any]]) -> dict[str, Any]:
+    """The target a journal's initial state records, as this investigator reads it: a run written before
+    format 4 built and timed the split-K rewrite with the box's own plan, which its target did not say
+    (``rewrite.plan`` was added with the declared hardware's plan as its default)."""
+    target = state["target"]
+    if journal_format(events) < 4 and "rewrite" not in target:
+        return {**target, "rewrite": {"plan": "box"}}
+    return target
 
 
 def utc_now() -> str:

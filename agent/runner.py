@@ -33,7 +33,7 @@ from agent.progress import Progress, SilentProgress
 from agent.rundir import (BUNDLE, HTML_REPORT, REPORT, RunDir, RunDirError, check_run_id, check_runs_dir,
                           lock_holder, resolve_run)
 from agent.runlog import (FORMAT, LOG_NAME, CorruptLog, JournalWriteError, RunLog, UnknownFormat, fault_point,
-                          journal_format, read_events)
+                          journal_format, read_events, target_of)
 from agent.session import Divergence, Session
 from agent.session.live import LiveSession
 from agent.session.replay import ReplaySession, Served
@@ -244,7 +244,7 @@ def initial_state(events: list[dict], log_path: Path) -> dict:
     state = next((e["state"] for e in events if e["kind"] == "initial_state"), None)
     if state is None:
         raise CorruptLog(f"{log_path}: no initial_state event (the journal was cut before the run began)")
-    return state
+    return {**state, "target": target_of(state, events)}
 
 
 def _run_thread(run: RunDir) -> str:

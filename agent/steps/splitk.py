@@ -20,6 +20,7 @@ from agent.steps.attribution import attribute_dominant
 from agent.steps.measurements import interpretation_labels, output_check, sweep_runs, throughput
 from schema.finding import Finding, Number, Table
 from tools import trace
+from tools.kernels.splitk import declared as declared_hw
 
 
 def replacement_time_us(baseline_kernels: list[dict], splitk_kernels: list[dict], dominant: str) -> float:
@@ -42,6 +43,35 @@ def worst_error(check: dict, key: str) -> float | None:
     return max(values) if values else None
 
 
+def rewrite_plan(target: Target, box_sm: int | None) -> dict[str, Any]:
+    """Whose tile plan the rewrite is built, checked and timed with: the declared GPU's, since the
+    decision is for it (``rewrite.plan``: declared), or the box's own. On a box of another architecture
+    the declared plan runs as ``declared.plan_env`` sets it up (its kernels; on a Hopper box, the dots
+    lowered to the mma.sync the declared GPU has instead of wgmma). Returns ``arch`` (the plan's compute
+    capability; None: the box's own), ``env`` (for the engine and the kernel tools), ``declared`` (whether
+    the decision's GPU is the one planned for) and ``text`` (what the report says of it)."""
+    declared_sm = target.deployment.sm
+    on = f"on this sm_{box_sm} box" if box_sm else "under the CPU interpreter"
+    if declared_sm == box_sm:
+        return {"arch": None, "env": {}, "declared": True, "box_sm": box_sm, "declared_sm": declared_sm, "short": "",
+                "text": f"sm_{declared_sm}'s own plan, on the declared GPU's architecture"}
+    if target.rewrite.plan == "box":
+        return {"arch": None, "env": {}, "declared": False, "box_sm": box_sm, "declared_sm": declared_sm,
+                "short": f"the box's own plan, a what-if for sm_{declared_sm}",
+                "text": f"the box's own plan {on} (rewrite.plan: box), a what-if for the sm_{declared_sm} deployment"}
+    try:
+        env = declared_hw.plan_env(declared_sm, box_sm)
+    except ValueError as exc:  # Hopper's plan is wgmma and Gluon: it runs on a Hopper GPU only
+        return {"arch": None, "env": {}, "declared": False, "box_sm": box_sm, "declared_sm": declared_sm,
+                "short": f"the box's own plan, a what-if for sm_{declared_sm}",
+                "text": f"the box's own plan {on}, a what-if for the sm_{declared_sm} deployment ({exc})"}
+    lowered = " with the dots on mma.sync (Triton's wgmma lowering off), as sm_{} lowers them".format(declared_sm) \
+        if declared_hw.WGMMA_OFF_ENV in env else ""
+    return {"arch": declared_sm, "env": env, "declared": True, "box_sm": box_sm, "declared_sm": declared_sm,
+            "short": f"sm_{declared_sm}'s kernels {on}" + (", dots on mma.sync" if lowered else ""),
+            "text": f"sm_{declared_sm}'s plan (its tile configs and kernels) {on}{lowered}"}
+
+
 def engine_calls(run: dict, batch: int) -> list[dict]:
     rows = [r for r in run["data"]["results"] if r["batch"] == batch]
     return (rows[0].get("attention_calls") or []) if rows else []
@@ -52,13 +82,18 @@ def call_label(call: dict) -> str:
     return f"{caches}, top-k width {call['topk']}"
 
 
-def check_calls(session: Session, calls: list[dict], device: str, seqs: list[int]) -> tuple[list[dict], list[str]]:
+def check_calls(session: Session, calls: list[dict], device: str, seqs: list[int],
+                plan: dict[str, Any] | None = None) -> tuple[list[dict], list[str]]:
     """The rewrite checked (and on a GPU, timed) at each distinct call the engine made, in that call's
-    form (its caches, its sink) and with the configuration the engine's wrapper chose for it."""
+    form (its caches, its sink) and with the configuration the engine's wrapper chose for it, under
+    ``plan`` (``rewrite_plan``); where that is the declared GPU's plan on a Hopper box, the box's own
+    plan is timed beside it as a what-if of this box only (``box_bench``), never the decision's number."""
     rows, problems = [], []
+    arch = (plan or {}).get("arch")
     for call in calls:
         args = {"batch": call["batch"], "topk": call["topk"], "heads": call["heads"], "device": device,
-                "extra_topk": call.get("extra_topk"), "sink": bool(call.get("sink"))}
+                "extra_topk": call.get("extra_topk"), "sink": bool(call.get("sink")),
+                **({"plan_arch": arch} if arch else {})}
         check = session.call("kernel.splitk_check", args)
         seqs.append(check["seq"])
         row = {"call": call, "check_seq": check["seq"], "check_ok": check["ok"], "check": check.get("data")}
@@ -76,6 +111,11 @@ def check_calls(session: Session, calls: list[dict], device: str, seqs: list[int
             seqs.append(bench["seq"])
             row.update(bench_seq=bench["seq"], bench_ok=bench["ok"], bench=bench.get("data") if bench["ok"] else None,
                        bench_error=bench.get("error"))
+            if arch and (plan or {}).get("box_sm") == declared_hw.HOPPER:
+                own = session.call("kernel.splitk_bench", {k: v for k, v in args.items() if k not in ("device", "plan_arch")})
+                seqs.append(own["seq"])
+                row.update(box_bench_seq=own["seq"], box_bench=own.get("data") if own["ok"] else None,
+                           box_bench_error=own.get("error"))
         rows.append(row)
     return rows, problems
 
@@ -111,11 +151,12 @@ def build_splitk(state: InvestigationState, session: Session, target: Target) ->
     device = typed(survey).box.device
     batch = typed(profile).batch
     profiled = typed(profile).setting.model_dump()
-    setting = Setting(f"{profiled['label']} + split-K", {**profiled["env"], target.engine.attention_env: "splitk"},
-                      dict(profiled["options"]))
+    plan = rewrite_plan(target, typed(survey).box.sm)
+    setting = Setting(f"{profiled['label']} + split-K",
+                      {**profiled["env"], target.engine.attention_env: "splitk", **plan["env"]}, dict(profiled["options"]))
     reference = Setting(profiled["label"], dict(profiled["env"]), dict(profiled["options"]))
     seqs: list[int] = []
-    run, call_rows = _run_checked(session, target, device, batch, setting, seqs)
+    run, call_rows = _run_checked(session, target, device, batch, setting, seqs, plan)
     interval, pairs, runs, output = _alternate(session, target, device, batch, reference, setting, run, seqs)
     figures = _compare(session, profile, run, batch)
     figures.update(interval=interval, pairs=len(pairs), measured_x=interval.ratio,
@@ -136,14 +177,14 @@ def build_splitk(state: InvestigationState, session: Session, target: Target) ->
     verdict = "model-failed" if violated else ("prediction-missed" if missed else "prediction-holds")
     refs = {ref["name"]: ref for ref in run["artifacts"]}
     return Draft(
-        headline=_headline(figures, output, violated, missed, mine), verdict=verdict, numbers=numbers,
+        headline=_headline(figures, output, violated, missed, mine, plan["short"]), verdict=verdict, numbers=numbers,
         tables=_tables(figures, call_rows, throughput(run, batch)["step_ms"], output, target.thresholds.noise.output_rtol,
-                       profiled["label"]),
+                       profiled["label"], plan),
         artifacts={"trace": refs[run["data"]["trace"]["file"]]["path"],
                    **({"eager_trace": refs[run["data"]["trace"]["eager_file"]]["path"]}
                       if run["data"]["trace"].get("eager_file") in refs else {})},
         evidence=sorted(set(seqs)), labels=interpretation_labels(state),
-        data={"setting": {"label": setting.label, "env": setting.env, "options": setting.options},
+        data={"setting": {"label": setting.label, "env": setting.env, "options": setting.options}, "plan": plan,
               "calls": call_rows, "kernel_speedup": figures["kernel_speedup"], "operation_speedup": figures["op_speedup"],
               "kernel_speedup_interval": figures["kernel_speedup_interval"],
               "operation_after": figures["attribution"], "predicted_x": figures["predicted_x"], "predicted_operation_x": figures["predicted_op_x"],
@@ -156,7 +197,7 @@ def build_splitk(state: InvestigationState, session: Session, target: Target) ->
 
 
 def _run_checked(session: Session, target: Target, device: str, batch: int, setting: Setting,
-                 seqs: list[int]) -> tuple[dict[str, Any], list[dict]]:
+                 seqs: list[int], plan: dict[str, Any]) -> tuple[dict[str, Any], list[dict]]:
     """The engine profiled with the rewrite, and the rewrite checked at each call it made (check_calls);
     fails when the engine fails, reports no call, or the kernel fails a check."""
     run = session.call("engine.bench", bench_args(target, device, setting, [batch],
@@ -167,7 +208,7 @@ def _run_checked(session: Session, target: Target, device: str, batch: int, sett
     calls = engine_calls(run, batch)
     if not calls:
         raise StepFailed("the engine reported no attention calls to check the split-K kernel at")
-    call_rows, problems = check_calls(session, calls, device, seqs)
+    call_rows, problems = check_calls(session, calls, device, seqs, plan)
     if problems:
         raise StepFailed("the split-K kernel failed its check at the engine's calls: " + "; ".join(problems))
     return run, call_rows
@@ -289,14 +330,16 @@ def _numbers(target: Target, profile: Finding, run: dict[str, Any], call_rows: l
     return numbers
 
 
-def _headline(figures: dict[str, Any], output: dict[str, Any], violated: list, missed: list, mine: list) -> str:
+def _headline(figures: dict[str, Any], output: dict[str, Any], violated: list, missed: list, mine: list,
+              plan_short: str = "") -> str:
     predicted_x, predicted_op_x, interval = figures["predicted_x"], figures["predicted_op_x"], figures["interval"]
     pred = f"predicts {predicted_op_x:.3g}x from the operation, {predicted_x:.3g}x from the kernel" if predicted_op_x else (
         f"predicts {predicted_x:.3g}x from the kernel" if predicted_x else "has no prediction")
     ival = f" [{interval.low:.3g}, {interval.high:.3g}]" if interval.low is not None else ""
-    headline = (f"split-K: {figures['dominant']} {figures['kernel_speedup']:.3g}x faster in the profile; Amdahl {pred}; the engine "
+    what = f"split-K ({plan_short})" if plan_short else "split-K"
+    headline = (f"{what}: {figures['dominant']} {figures['kernel_speedup']:.3g}x faster in the profile; Amdahl {pred}; the engine "
                 f"measured {figures['measured_x']:.3g}x{ival} ({figures['rounds_reference_tok_s']:.3g} -> {figures['measured_tok_s']:.3g} tok/s in the same rounds, projected)"
-                if figures["kernel_speedup"] else "split-K: the replacement kernels were not found in the trace")
+                if figures["kernel_speedup"] else f"{what}: the replacement kernels were not found in the trace")
     if output["ok"] is None:
         headline += f"; engine output not checked ({output['note']})"
     elif output.get("rows_beyond"):
@@ -325,7 +368,7 @@ def _held_text(mine: list, missed: list) -> str:
 
 
 def _tables(figures: dict[str, Any], call_rows: list[dict], step_ms: float, output: dict[str, Any], rtol: float,
-            profiled: str) -> list[Table]:
+            profiled: str, plan: dict[str, Any]) -> list[Table]:
     """The rewrite against the original, and the engine's calls as checked and timed."""
     rows = [
         [f"{figures['dominant']} in the profile (ms)", figures["t_before"], figures["t_after"], figures["kernel_speedup"]],
@@ -344,15 +387,25 @@ def _tables(figures: dict[str, Any], call_rows: list[dict], step_ms: float, outp
                    (r.get("bench") or {}).get("speedup_vs_upstream"),
                    _share_of_step(r, step_ms), ", ".join(str(s) for s in (r["check_seq"], r.get("bench_seq")) if s)]
                   for r in call_rows]
+    what_if = any("box_bench_seq" in r for r in call_rows)
+    if what_if:  # the box's own plan, timed beside the declared one: this box only, never the decision's number
+        for line, r in zip(call_table, call_rows):
+            line[-1:-1] = [(r.get("box_bench") or {}).get("rewrite_graph_us"), r.get("box_bench_seq")]
     return [Table(title="Split-K against the original", columns=["measure", "original", "split-K", "ratio"], rows=rows,
-                  note=f"measured: {_basis(figures['interval'], figures['pairs'])}; kernel and operation times from the two profiles; "
+                  note=(f"split-K: the rewrite as {plan['text']}; original: the profiled setting as this box runs it; "
+                        if plan["arch"] else "") +
+                       f"measured: {_basis(figures['interval'], figures['pairs'])}; kernel and operation times from the two profiles; "
                        f"tok/s: each setting's run of median step time in those rounds (projected to the model's layers); ratio: "
                        f"the geometric mean of the paired rounds' ratios; "
                        + _output_text(output, rtol)),
             Table(title="The engine's attention calls, checked and timed as the engine made them",
                   columns=["call", "calls a step", "config", "splits", "compressed config", "compressed splits", "error vs float32",
-                           "upstream us", "split-K us", "speedup", "share of the step", "log"], rows=call_table,
-                  note="each distinct call of one decode step, in its own form (caches, sink, index widths) and "
+                           "upstream us", "split-K us", "speedup", "share of the step",
+                           *(["what-if: this box's own plan us", "its log"] if what_if else []), "log"], rows=call_table,
+                  note=f"the rewrite as {plan['text']}; " + (
+                       f"what-if: the box's own plan (sm_{plan['box_sm']}: wgmma and Gluon kernels) timed at the same call, "
+                       f"on this box only, never the deployment's number; " if what_if else "") +
+                       "each distinct call of one decode step, in its own form (caches, sink, index widths) and "
                        "with the configurations the wrapper chose (the window cache's, the compressed cache's; \"one launch with the window\": both "
                        "caches in one launch, on the config and split count of their joined row); us: CUDA-graph replay medians on the box; share: "
                        "split-K us x calls a step / the split-K engine's timed step")]

@@ -51,6 +51,7 @@ from tools.kernels.splitk.tiles import (
     KernelConfig,
     _interpreting,
     choose_config,
+    config_name,
     device_arch,
     device_plan,
     plan_splits,

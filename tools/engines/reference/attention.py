@@ -239,11 +239,11 @@ def _describe_call(module, q, indices, topk_length, attn_sink, extra_indices) ->
             "sink": attn_sink is not None, "lengths": topk_length is not None}
     if module is not None:
         plan = module.device_plan(call["batch"], call["topk"], call["heads"], q.device, call["extra_topk"])
-        names = {getattr(module, n): n.lower() for n in ("SMALL", "MEDIUM", "LARGE", "LARGE_SM90", "LARGE_WS")}
-        call["config"] = names.get(plan.cfg, "other")
+        name = module.config_name  # every named config, the declared GPU's family included (sm120_small ...)
+        call["config"] = name(plan.cfg)
         call["splits"] = plan.splits
         if extra_indices is not None:
-            call["extra_config"] = names.get(plan.extra_cfg, "other")
+            call["extra_config"] = name(plan.extra_cfg)
             call["extra_splits"] = plan.extra_splits
             call["fused"] = plan.fused  # one launch over both caches (its splits are "splits")
     return call
