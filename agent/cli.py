@@ -401,7 +401,15 @@ def _run_tool_command(name: str, argv: list[str]) -> int:
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is the one-line ``error: ...`` every error is, with the bad-input code."""
+    """argparse, but a usage error is the one-line ``error: ...`` every error is, with the bad-input code,
+    and a flag is taken only as spelled out: an abbreviation that works today would silently mean
+    another flag, or stop working, once a flag sharing its prefix is added (issue 31)."""
+
+    abbreviations = False
+
+    def __init__(self, *args, **kwargs):
+        # subparsers are made by this class too (argparse's parser_class is the parent's type)
+        super().__init__(*args, **{"allow_abbrev": self.abbreviations, **kwargs})
 
     def error(self, message: str):
         error_line(f"{self.prog}: {message} (see {self.prog} --help)")
@@ -427,8 +435,10 @@ def _did_you_mean(extras: list[str], parser: argparse.ArgumentParser) -> str:
     import difflib
 
     flags = [flag for action in parser._actions for flag in action.option_strings]
-    close = [m for extra in extras if extra.startswith("--")
-             for m in difflib.get_close_matches(extra.split("=")[0], flags, n=1)]
+    # an abbreviation (refused, see Parser) means the one flag it starts, however far difflib puts them
+    started = {e: [f for f in flags if f.startswith(e.split("=")[0])] for e in extras if e.startswith("--")}
+    close = [m for extra, flagged in started.items()
+             for m in (flagged if len(flagged) == 1 else difflib.get_close_matches(extra.split("=")[0], flags, n=1))]
     return f"; did you mean {' '.join(close)}?" if close else ""
 
 
@@ -460,6 +470,8 @@ def _progress(args):
 
 class _RecordedLine(Parser):
     """A journaled command line read back: one this version cannot parse raises, and prints nothing."""
+
+    abbreviations = True  # a run started before flags had to be spelled out keeps the options it was given
 
     def error(self, message: str):
         raise ValueError(message)

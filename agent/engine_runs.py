@@ -260,6 +260,8 @@ def sweep_watch(tool: str, args: dict[str, Any], report) -> Any:
         if done != shown[0]:
             shown[0] = done
             report(done, total, "runs")
+    # what a box whose output folder is elsewhere (SSH) must bring here for the watch to see it
+    watch.reads = (SWEEP_PROGRESS,)
     return watch
 
 

@@ -140,6 +140,53 @@ def test_produced_files_come_back_and_a_missing_program_is_a_result(box):
     assert missing.rc is None and "cannot start /nonexistent/program" in missing.error
 
 
+# A sweep as the progress view sees it: its first run's line, then (once the agent has shown that run, or
+# after a minute) its second, and whether it was seen.
+SWEEP = textwrap.dedent("""
+    import json, os, pathlib, sys, time
+    out, seen = pathlib.Path(sys.argv[1]), sys.argv[2]
+    def line(record):
+        with open(out / "sweep_runs.jsonl", "a") as handle:
+            handle.write(json.dumps(record) + "\\n")
+    line({"meta": {}})
+    line({"run": {"label": "baseline#0"}})
+    deadline = time.monotonic() + 60
+    while not os.path.exists(seen) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    line({"run": {"label": "baseline#1"}})
+    print(json.dumps({"ok": os.path.exists(seen)}))
+""")
+
+
+def test_a_sweeps_runs_done_show_while_it_runs_on_the_box(box):
+    """As on the local box (tests/test_progress_position.py): the progress view sees each run as it ends,
+    from the output folder on the host, not only once the call has ended."""
+    from agent.engine_runs import sweep_watch
+
+    seen, mirrors = [], []
+    watch = sweep_watch("engine.sweep", {"spec": {"runs": [{}, {}]}}, lambda *shown: seen.append(shown))
+    flag = Path(f"/tmp/pi-box-seen-{os.getpid()}-{time.monotonic_ns()}")  # on this loopback host, the box's /tmp too
+
+    def looking(folder):
+        mirrors.append(folder)
+        watch(folder)
+        if seen:
+            flag.touch()  # the command goes on only once its first run was seen here
+    looking.reads = watch.reads
+
+    try:
+        result = box.run([PY, "-c", SWEEP, OUT_DIR, str(flag)], timeout_s=120, watch=looking)
+    finally:
+        flag.unlink(missing_ok=True)
+    try:
+        assert result.rc == 0 and json.loads(result.stdout) == {"ok": True}, result
+        assert seen[0] == (1, 2, "runs")
+        # the call's files are the command's, whole, whatever the polls fetched meanwhile
+        assert result.files["sweep_runs.jsonl"].read_text().count('{"run"') == 2
+    finally:
+        result.cleanup()
+    assert mirrors and not any(folder.exists() for folder in mirrors)  # the polls' copies go with the call
+
 @pytest.mark.slow
 def test_a_200_mb_file_streams_to_disk_with_progress(box):
     seen = []

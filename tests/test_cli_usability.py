@@ -5,6 +5,7 @@ argument is with examples, the console command, and runs that can be listed, rem
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -198,6 +199,43 @@ def test_a_mistyped_flag_names_its_subcommands_help(capsys, tmp_path):
     assert code == exitcodes.BAD_INPUT and not any(tmp_path.iterdir())
     assert "(see python -m agent investigate --help)" in _one_error_line(err) and "did you mean --decide?" in err
 
+
+@pytest.mark.parametrize("argv", [
+    ["investigate", "dsv4-flash", "--dec", "auto"],  # --decide
+    ["investigate", "dsv4-flash", "--stand", "--decide", "stop"],  # --stand-in
+    ["runs", "--prune"],  # --prune-interrupted
+    ["validate", "dsv4-flash", "--js"],  # --json
+    ["trace", str(CPU_TRACE), "--by-o"],  # --by-op: a tool command's own parser
+    ["--he"],  # the main parser's --help
+], ids=lambda argv: " ".join(a for a in argv if a.startswith("--")))
+def test_an_abbreviated_flag_is_refused_with_the_flag_meant(argv, capsys, tmp_path):
+    """argparse would take each as the flag it abbreviates: a prefix that one day matches two flags
+    then fails, or one that starts a run does something nobody typed."""
+    runs_dir = ["--runs-dir", str(tmp_path)] if argv[0] in ("investigate", "runs") else []
+    code, out, err = agent_in_process([*argv, *runs_dir], capsys)
+    assert code == exitcodes.BAD_INPUT and out == "" and not any(tmp_path.iterdir()), err
+    line = _one_error_line(err)
+    abbreviation = next(a for a in argv if a.startswith("--"))
+    assert f"unrecognized arguments: {abbreviation}" in line or argv == ["--he"], line
+    if argv[0] != "--he":
+        assert "did you mean --" in line, line
+
+
+def test_every_parser_refuses_abbreviations_but_a_recorded_line_is_read_as_it_was_accepted():
+    from agent.cli import _RecordedLine, build_parser
+
+    def parsers(parser):
+        yield parser
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    yield from parsers(sub)
+
+    found = list(parsers(build_parser()))
+    assert len(found) > 1 and not any(p.allow_abbrev for p in found)
+    # a journal from before this holds what that version accepted: its resume keeps the options it meant
+    recorded = build_parser(_RecordedLine).parse_args(["investigate", "dsv4-flash", "--dec", "auto"])
+    assert recorded.decide == "auto"
 
 def test_quiet_and_verbose_pick_the_progress():
     from agent.cli import _progress, build_parser

@@ -29,11 +29,25 @@ def test_example_replays_byte_for_byte(example, tmp_path):
     assert outcome.exit_code == 0, outcome.message
     assert outcome.details["commits"] == RunDir.open(example, recorded=True).history()
     assert (tmp_path / "replay" / "PROFILE_FINDINGS.md").read_bytes() == (example / "PROFILE_FINDINGS.md").read_bytes()
-    # the shipped page is the one this code writes; its runs (journal format 2) committed none, so their ids hold
+    # the shipped page is the one this code writes (journal format 3 commits it, so the ids above cover it too)
     assert (tmp_path / "replay" / "PROFILE_FINDINGS.html").read_bytes() == (example / "PROFILE_FINDINGS.html").read_bytes()
     status = subprocess.run(["git", "status", "--porcelain"], cwd=tmp_path / "replay", capture_output=True, text=True)
     assert status.returncode == 0 and status.stdout == "", status.stdout + status.stderr
 
+
+def test_the_report_headline_and_the_result_block_count_findings_alike(tmp_path):
+    """A run's console ends with the report step's headline just above the result block, whose count
+    (as `runs`) includes the report's own finding: the headline must not read as a smaller total (issue 31)."""
+    from agent import summary
+
+    example = next(p for p in EXAMPLES if "cpu" in p.name)
+    outcome = runner.replay(example, tmp_path / "replay")  # this code's headline, not the recorded one
+    assert outcome.exit_code == 0, outcome.message
+    found = [json.loads(p.read_text()) for p in sorted((tmp_path / "replay" / "findings").glob("*.json"))]
+    report = next(f for f in found if f["step"] == "report")
+    before = [f for f in found if f["index"] < report["index"]]
+    assert f"written from the {len(before)} findings before it;" in report["headline"]
+    assert summary.result(tmp_path / "replay")["findings"] == len(before) + 1 == len(found)
 
 def test_h200_example_is_a_labelled_stand_in_with_the_declared_gates():
     f = _findings(H200)

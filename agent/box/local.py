@@ -42,8 +42,8 @@ class LocalBox:
     """This machine. Box-side tools are run with ``python`` and this repository on PYTHONPATH."""
 
     name = "local"
-    # A command's output folder is here to look at while it runs (``run``'s ``watch``): an SSH box's
-    # is on the host, read only when the command ends.
+    # A command's output folder can be looked at while it runs (``run``'s ``watch``): here, the folder
+    # itself; an SSH box brings over, while the command runs, the files the watch names in ``reads``.
     watches_output = True
 
     def __init__(self, python: str | None = None, scratch_root: Path | None = None):

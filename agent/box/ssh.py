@@ -22,6 +22,7 @@ import hashlib
 import json
 import re
 import secrets
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -54,6 +55,10 @@ NEEDED = {
     "sglang": "the engine source the gates and kernel grid read",
 }
 LOCAL_GRACE_S = 60  # past the guard's own timeout: the guard reports first; this only catches a stuck connection
+# A watched call's progress files are fetched this often: one short session on the open connection each
+# time, while a sweep's run takes seconds to minutes (the local box looks every local.WATCH_EVERY_S).
+WATCH_EVERY_S = 2.0
+PEEK_TIMEOUT_S = 10  # a poll that takes longer is skipped: it only shows progress
 Progress = Callable[[str, int, int], None]
 
 
@@ -144,6 +149,7 @@ class SSHBox:
     """A box reached over SSH: ``ssh://[user@]host[:port]``; ``python`` is the interpreter on the host."""
 
     name = "ssh"
+    watches_output = True  # run's ``watch``: the files it ``reads`` are fetched while the command runs
 
     def __init__(self, url: str, python: str | None = None, *, policy: HostKeyPolicy | None = None,
                  identity: Path | None = None, ssh_config: Path | None = None, scratch_root: Path | None = None,
@@ -189,9 +195,12 @@ class SSHBox:
         return (f"the box {self.target} lacks what the investigation needs, in {self.facts['executable']}: {listed}; "
                 f"install it there ({'; '.join(hints) or 'a newer Python'}), or name another interpreter with --box-python")
 
-    def run(self, argv: list[str], *, timeout_s: float, env: dict[str, str] | None = None) -> CommandResult:
+    def run(self, argv: list[str], *, timeout_s: float, env: dict[str, str] | None = None,
+            watch: Callable[[Path], None] | None = None) -> CommandResult:
         """The command on the host, under the local box's contract; BoxUnreachable when the host cannot be
-        reached, BoxLost when the connection goes during the call (or while its files come back)."""
+        reached, BoxLost when the connection goes during the call (or while its files come back).
+        ``watch(folder)`` is called as LocalBox.run calls it, every WATCH_EVERY_S, on a local folder holding
+        what the output folder's files it names in ``watch.reads`` hold so far."""
         argv = list(argv)
         started = time.perf_counter()
         self._prepare()
@@ -202,7 +211,12 @@ class SSHBox:
         nonce = secrets.token_hex(8)
         spec = {"argv": argv, "cwd": self.tree_dir, "pythonpath": self.tree_dir, "env": dict(env or {}),
                 "timeout_s": timeout_s, "out": out, "pidfile": f"{self.run_dir}/pids/{call}", "nonce": nonce}
-        stdout, stderr, rc_ssh, stuck = self._exec(spec)
+        peek = self._watcher(out, watch) if out is not None and watch is not None else None
+        try:
+            stdout, stderr, rc_ssh, stuck = self._exec(spec, peek)
+        finally:
+            if peek is not None:
+                shutil.rmtree(peek.mirror, ignore_errors=True)
         stderr, end = _split_end(stderr, nonce)
         if end is None:
             why = self._no_end(stderr, rc_ssh, stuck)
@@ -307,9 +321,10 @@ class SSHBox:
 
     # -- one command ------------------------------------------------------------------------------
 
-    def _exec(self, spec: dict) -> tuple[str, str, int | None, bool]:
+    def _exec(self, spec: dict, peek: Callable[[], None] | None = None) -> tuple[str, str, int | None, bool]:
         """Run the guard over the connection; stdin stays open until the end (its EOF tells the guard
-        the agent is gone). Returns stdout, stderr, ssh's exit code, and whether the local backstop fired."""
+        the agent is gone), ``peek`` called every WATCH_EVERY_S meanwhile. Returns stdout, stderr, ssh's
+        exit code, and whether the local backstop fired."""
         proc = subprocess.Popen(self._remote(["exec", json.dumps(spec)]), stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         chunks: dict[str, list[bytes]] = {"out": [], "err": []}
@@ -319,7 +334,7 @@ class SSHBox:
             reader.start()
         stuck = False
         try:
-            proc.wait(timeout=spec["timeout_s"] + LOCAL_GRACE_S)
+            _wait(proc, spec["timeout_s"] + LOCAL_GRACE_S, peek)
         except subprocess.TimeoutExpired:
             stuck = True
             self._kill_remote(spec["pidfile"])
@@ -339,6 +354,34 @@ class SSHBox:
             reader.join(timeout=10)
         text = lambda key: b"".join(chunks[key]).decode(errors="replace")  # noqa: E731
         return text("out"), text("err"), proc.returncode, stuck
+
+    def _watcher(self, out: str, watch: Callable[[Path], None]) -> Callable[[], None] | None:
+        """A poll for ``_exec``: what the files ``watch`` reads gained on the host since the last poll,
+        appended to their copies in a local folder (``.mirror``), then ``watch`` on that folder. A poll
+        that fails (the connection slow or gone: the call itself will say) is skipped; it only shows."""
+        names = [name for name in getattr(watch, "reads", ()) if _safe_name(name) == name]
+        if not names:
+            return None  # a watch that names nothing would get an empty folder
+        mirror = Path(tempfile.mkdtemp(prefix="box-watch-", dir=self.scratch_root))
+        offsets = dict.fromkeys(names, 0)
+
+        def peek() -> None:
+            try:
+                done = subprocess.run(self._remote(["peek", out]), input=json.dumps(offsets).encode(),
+                                      capture_output=True, timeout=PEEK_TIMEOUT_S)
+                grown = json.loads(done.stdout.decode().strip().splitlines()[-1]) if done.returncode == 0 else {}
+                for name in names:  # only what was asked for: the host names no local path
+                    data = grown.get(name, "").encode("latin-1")
+                    if data:
+                        (mirror / name).parent.mkdir(parents=True, exist_ok=True)
+                        with open(mirror / name, "ab") as handle:
+                            handle.write(data)
+                        offsets[name] += len(data)
+                watch(mirror)
+            except Exception:  # a progress view's failure must not end a measurement
+                pass
+        peek.mirror = mirror
+        return peek
 
     def _kill_remote(self, pidfile: str) -> None:
         try:
@@ -389,6 +432,20 @@ class SSHBox:
             raise EOFError(f"{name}: {done} of {total} bytes arrived")
         if total == 0:
             self.progress(name, 0, 0)
+
+
+def _wait(proc: subprocess.Popen, seconds: float, peek: Callable[[], None] | None) -> None:
+    """``proc.wait(seconds)``, with ``peek`` called every WATCH_EVERY_S meanwhile; TimeoutExpired at ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            proc.wait(timeout=max(0.0, min(WATCH_EVERY_S, left) if peek is not None else left))
+            return
+        except subprocess.TimeoutExpired:
+            if peek is None or time.monotonic() >= deadline:
+                raise
+            peek()
 
 
 def _read_all(pipe: IO[bytes], into: list[bytes]) -> None:

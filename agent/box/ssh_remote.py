@@ -11,6 +11,8 @@ every call, so nothing has to be installed on the host before the first one.
                        group at the timeout, when the connection goes (its stdin closes) and when the
                        command ends; then prints on stderr one end line (MARK, the nonce, JSON)
   send DIR             stdout: a tar stream of the files under DIR, then DIR is removed
+  peek DIR             stdin: JSON {name: offset}; prints {name: the bytes of DIR/name past offset, at most
+                       PEEK_MAX, as latin-1 text} for each that has grown (a running command's progress)
   kill PIDFILE         SIGKILL the process group whose id PIDFILE holds
   clean DIR            remove DIR
 """
@@ -27,6 +29,7 @@ import threading
 import time
 
 MARK = "@@perf-investigator-box-end"
+PEEK_MAX = 1 << 20  # a poll's share of a file: a progress file bigger than this comes over several polls
 
 
 def _probe(names):
@@ -176,6 +179,20 @@ def _send(directory):
     shutil.rmtree(directory, ignore_errors=True)
 
 
+def _peek(directory):
+    grown = {}
+    for name, offset in json.load(sys.stdin).items():
+        try:
+            with open(os.path.join(directory, name), "rb") as handle:
+                handle.seek(offset)
+                data = handle.read(PEEK_MAX)
+        except OSError:  # not written yet
+            continue
+        if data:
+            grown[name] = data.decode("latin-1")  # every byte as one code point: JSON carries them exactly
+    return grown
+
+
 def _kill(pidfile):
     try:
         with open(pidfile) as handle:
@@ -198,7 +215,7 @@ def main(argv):
     else:
         result = {"probe": lambda: _probe(json.loads(args[0])), "missing": lambda: _missing(args[0]),
                   "receive": lambda: _receive(args[0]), "assemble": lambda: _assemble(args[0], args[1]),
-                  "kill": lambda: _kill(args[0])}[command]()
+                  "kill": lambda: _kill(args[0]), "peek": lambda: _peek(args[0])}[command]()
     sys.stdout.write(json.dumps(result) + "\n")
     return None
 

@@ -99,7 +99,8 @@ def write_report(state: InvestigationState, session: Session, target: Target) ->
     session.run.write_file(HTML_REPORT, render_html(text, session.run.root).encode())
     failures = held.failures
     return Draft(
-        headline=(f"{REPORT} written from {len(findings)} findings; the consistency check held "
+        # "before it": the report is a finding too, and the result block and `runs` count it (issue 31)
+        headline=(f"{REPORT} written from the {len(findings)} findings before it; the consistency check held "
                   f"{len(held.checks)} bound/prediction against measurement pair(s): "
                   + (f"{len(failures)} where the model failed" if failures else "none failed")),
         verdict="model-failed" if failures else "written", artifacts={"report": REPORT, **plot_paths},
