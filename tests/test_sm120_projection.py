@@ -144,3 +144,20 @@ def test_floor_and_interval_helpers():
     assert lo < geo < hi and math.log(geo / lo) == pytest.approx(math.log(hi / geo))
     assert lo < 9.0 and hi > 11.0  # three samples: t(2) = 4.30 spreads the interval past them
     assert sm120_projection.log_interval([10.0, 10.0]) == pytest.approx((10.0, 10.0))
+
+
+def test_the_results_page_quotes_the_committed_projection():
+    s = _committed()["summary"]
+    page = " ".join((ROOT / "docs" / "results.md").read_text().split())
+    assert "Projected onto the RTX PRO 6000 (not measured)" in page
+    assert f"the projected time is {s['projected_warm_us_median']:.1f} us at the median cell" in page
+    lo, hi = s["projected_warm_us_range"]
+    assert f"{lo:.1f}-{hi:.1f} us; cold {s['projected_cold_us_median']:.1f} us" in page
+    assert f"efficiency carried over is {s['efficiency_warm_median']:.3f} of the floor" in page
+    w = s["worst"]
+    assert f"{w['projected_warm_us']:.0f} us [{w['interval_us'][0]:.0f}, {w['interval_us'][1]:.0f}]" in page
+    assert f"a floor of {w['floor_sm120_us']:.1f} us" in page
+    assert f"{s['vs_upstream_warm_median']:.4f}x its time" in page
+    assert s["bound_sm120"] == {"bytes": 240, "flops": 0} and "All 240 cells are bytes-bound on both GPUs" in page
+    for peer in _committed()["peers"]:
+        assert f"{peer['figure_us']} us" in page and peer["source"].split("github.com/")[1].replace("/pull/", "#") in page
