@@ -25,7 +25,9 @@ DEFAULT_RULES: tuple[tuple[str, str], ...] = (
     (
         "attention",
         r"attn|attention|flash|fmha|\bmha|mla|sdpa|scaled_dot_product|sparse_decode|paged|"
-        r"_fwd_(grouped_)?kernel_stage|merge_state|decode_kernel",
+        r"_fwd_(grouped_)?kernel_stage|merge_state|decode_kernel|"
+        # the split-K rewrite's kernels (tools/kernels/sparse_mla_decode.py), by their exact names
+        r"^_split_(dhalf_)?kernel(_ws|_sm90|_sm120)?$|^_combine_kernel$",
     ),
     (
         "gemm/moe",
