@@ -168,6 +168,10 @@ def _measure(session: Session, target: Target, device: str) -> _Measured:
         {"name": lever.name, "status": "not tried", "reason": not_tried[lever.name]} if lever.name in not_tried else
         _judge(lever, runs, sweep.levers.get(lever.name), reference, base_ok[0]["interpreted"], rules, scale, min_effect)
         for lever in target.levers]
+    for lever, result in zip(target.levers, lever_results):
+        needed = needed_lever(lever, tried)
+        if needed is not None and result.get("ratio") is not None:
+            result["needs"] = against_needed(lever, needed, runs, rules.confidence, min_effect)
     measured = _Measured(
         device=device, batch=batch, rules=rules, rounds=rounds, min_effect=min_effect, base=base,
         base_notes=[] if server else baseline_options(target, device)[1], swept=swept, runs=runs, sweep=sweep,
@@ -177,6 +181,38 @@ def _measure(session: Session, target: Target, device: str) -> _Measured:
         extrapolation=_extrapolation(swept["data"].get("extrapolation"), sweep.baseline.median_ms, base_seqs),
         lever_results=lever_results)
     return _served(target, measured) if server else measured
+
+
+def _change(lever: Lever) -> set[tuple]:
+    return ({("env", k, v) for k, v in lever.env.items()} | {("option", k, str(v)) for k, v in lever.options.items()}
+            | {("arg", a) for a in engine_sglang.lever_args(lever)})
+
+
+def needed_lever(lever: Lever, tried: list[Lever]) -> Lever | None:
+    """The tried lever whose whole change this one's includes and goes beyond (moe-loop sets cuda-graph-off's
+    cuda_graph=False, since its host loop cannot be captured): against the baseline this lever measures the
+    combination, so it is also held against that lever alone. The one with the largest change, if several."""
+    own = _change(lever)
+    inside = [other for other in tried if other.name != lever.name and _change(other) and _change(other) < own]
+    return max(inside, key=lambda other: len(_change(other)), default=None)
+
+
+def against_needed(lever: Lever, needed: Lever, runs: list[dict], confidence: float, min_effect: float) -> dict[str, Any]:
+    """``lever`` against ``needed`` alone: the tok/s ratio of their runs paired by round (each round ran both),
+    a t-interval on the log ratios as for the baseline, and its verdict under the same minimum effect."""
+    by_round: dict[int, dict[str, float]] = {}
+    for r in runs:
+        if r["ok"] and not r["warmup"] and r["setting"] in (lever.name, needed.name):
+            by_round.setdefault(r["round"], {})[r["setting"]] = r["step_ms"]
+    pairs = [(ms[needed.name], ms[lever.name]) for _, ms in sorted(by_round.items()) if len(ms) == 2]
+    if not pairs:
+        return {"lever": needed.name, "ratio": None, "interval": None, "pairs": 0, "status": "not compared",
+                "reason": f"no round measured both {lever.name} and {needed.name}"}
+    interval = stats.paired_interval(pairs, confidence)
+    return {"lever": needed.name, "change": _setting_text(needed.env, needed.options, engine_sglang.lever_args(needed)),
+            "ratio": interval.ratio, "interval": [interval.low, interval.high] if interval.low is not None else None,
+            "pairs": len(pairs), "status": stats.speed_verdict(interval, min_effect),
+            "basis": f"{interval.confidence:.0%} t-interval on the log ratios of {interval.n} rounds that ran both"}
 
 
 def _served(target: Target, m: _Measured) -> _Measured:
@@ -235,7 +271,9 @@ def movers_text(results: list[dict]) -> str:
     for r in results:
         if r["status"] == "moves up":
             out = r.get("output") or {}
-            movers.append(r["name"] + (f" (changes {out['rows_beyond']} of {out['rows']} output rows beyond "
+            needs = r.get("needs")
+            movers.append(r["name"] + (f" (with {needs['lever']}; {needs['status']} against it alone)" if needs else "")
+                          + (f" (changes {out['rows_beyond']} of {out['rows']} output rows beyond "
                                        f"{100 * out['rtol']:.0f}%, up to {100 * out['worst_row']:.3g}%)" if out.get("rows_beyond") else ""))
     if movers:
         return "levers that move it up: " + ", ".join(movers)
@@ -507,6 +545,12 @@ def _row(lever: Lever, result: dict[str, Any], min_effect: float) -> list[Any]:
         verdict += f" (output: {result['output']['note']})"
     if result["failed_runs"]:
         verdict += f" ({result['failed_runs']} runs failed)"
+    needs = result.get("needs")
+    if needs:  # against the baseline it measured the combination: said, with the lever against its other part
+        low_n, high_n = needs["interval"] or (None, None)
+        verdict += (f"; the combination with {needs['lever']} ({needs['change']}): against {needs['lever']} alone "
+                    f"{ratio_text(needs['ratio'], low_n, high_n)}, {needs['status']}" if needs["ratio"] is not None
+                    else f"; the combination with {needs['lever']}: {needs['reason']}")
     planted = result.get("planted")
     if planted:
         verdict += f"; planted {planted['kind']}: " + ("as expected" if planted["as_expected"] else "NOT as expected")
