@@ -134,6 +134,18 @@ def fmt_spread(value: Any, spread: float | None, unit: str = "", default: int = 
     return fmt(rounded, f",.{decimals}f", unit)
 
 
+def distinct_digits(values, at_least: int = 3, at_most: int = 6) -> int:
+    """The fewest significant digits, from ``at_least``, at which numbers that differ print differently: a
+    verdict that hangs on the third digit (2.205 against a bound of 2.206) is shown with the digit it hangs on,
+    not as "[2.2, 2.21]" beside "2.206"."""
+    numbers = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+    for digits in range(at_least, at_most + 1):
+        seen: dict[str, float] = {}
+        if all(seen.setdefault(format(v, f".{digits}g"), v) == v for v in numbers):
+            return digits
+    return at_most
+
+
 def short(name: Any, width: int = 100) -> str:
     """A kernel name cut for a table or a headline: mangled C++ templates run to thousands of characters."""
     text = str(name)

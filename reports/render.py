@@ -7,7 +7,7 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from reports.format import Markdown, cell, code, fmt, fmt_spread, md_text, pct, short, signed_pct
+from reports.format import Markdown, cell, code, distinct_digits, fmt, fmt_spread, md_text, pct, short, signed_pct
 from schema.consistency import Consistency
 from schema.finding import Finding, Number, Table
 
@@ -174,10 +174,15 @@ def measurement_against(held: Consistency | None, measurement: str) -> str:
 
 def consistency_table(held: Consistency) -> Table:
     """Every bound and prediction against every measurement it covers, with the verdict."""
-    rows = [[c.kind, c.claim, c.claim_finding, fmt_spread(c.claim_x, c.claim_spread) if c.claim_spread is not None else f"{c.claim_x:.4g}",
-             interval_text(c.claim_interval), c.measurement,
-             c.measurement_finding, c.measured_x, interval_text(c.measured_interval), c.verdict, c.note or "-"]
-            for c in held.checks]
+    rows = []
+    for c in held.checks:
+        # every figure of the row to the digits at which those that differ read differently (at least the 4 a
+        # claim is stated to): a verdict that hangs on the fourth digit shows it
+        spec = f"#.{distinct_digits([c.claim_x, *(c.claim_interval or ()), c.measured_x, *(c.measured_interval or ())], 4)}g"
+        rows.append([c.kind, c.claim, c.claim_finding,
+                     fmt_spread(c.claim_x, c.claim_spread) if c.claim_spread is not None else fmt(c.claim_x, spec),
+                     interval_text(c.claim_interval, spec), c.measurement, c.measurement_finding, fmt(c.measured_x, spec),
+                     interval_text(c.measured_interval, spec), c.verdict, c.note or "-"])
     return Table(title="Bounds and predictions against measurements",
                  columns=["kind", "claim", "stated in", "claim (x)", "claim interval", "measurement", "measured in",
                           "measured (x)", "measured interval", "verdict", "noise of the comparison"],

@@ -47,3 +47,39 @@ def test_a_lever_that_needs_another_is_held_against_it_not_only_the_baseline(h20
     assert moe["ratio"] < needs["ratio"] < 1
     row = next(r for r in table(levers, "Lever sweep")["rows"] if r[0] == "moe-loop")
     assert "the combination with cuda-graph-off" in row[5] and "against cuda-graph-off alone" in row[5], row[5]
+
+
+def test_the_published_cases_totals_are_said_to_be_over_its_steps(h200_audit_run):
+    published = finding(h200_audit_run, "05-ceiling")["data"]["published"]
+    assert published["steps"] == 40 and published["step_ms"] == pytest.approx(published["total_ms"] / 40)
+    report = (h200_audit_run / "PROFILE_FINDINGS.md").read_text()
+    line = next(x for x in report.splitlines() if x.startswith("The published case from its raw inputs"))
+    assert "over its 40 decode steps together" in line and "95.75 ms a step" in line, line
+
+
+def _table_rows(report: str, title: str) -> list[list[str]]:
+    lines = report.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("#") and title in line or line == f"**{title}**"
+                 or line.strip() == f"### {title}")
+    rows = [line for line in lines[start:] if line.startswith("| ")]
+    return [[c.strip() for c in row.strip("|").split(" | ")] for row in rows[2:]]
+
+
+def test_each_check_is_printed_to_the_digits_its_verdict_hangs_on(h200_audit_run):
+    """Printed figures keep the order of the values they round: a bound inside an interval reads inside it,
+    a claim between its interval's ends reads between them (the shipped report printed [2.13, 2.13] beside
+    2.133 and [2.2, 2.21] beside a bound of 2.201)."""
+    checks = finding(h200_audit_run, "10-report")["data"]["consistency"]["checks"]
+    report = (h200_audit_run / "PROFILE_FINDINGS.md").read_text()
+    rows = [r for r in _table_rows(report, "Bounds and predictions against measurements") if r[0] in ("bound", "prediction")]
+    assert len(rows) == len(checks)
+    for row, check in zip(rows, checks):
+        true = [check["claim_x"], *(check["claim_interval"] or []), check["measured_x"], *(check["measured_interval"] or [])]
+        ival = lambda text: [float(x) for x in text.strip("[]").split(", ")] if text != "-" else []  # noqa: E731
+        printed = [float(row[3].lstrip("~").replace(",", "")), *ival(row[4]), float(row[7]), *ival(row[8])]
+        for i, a in enumerate(true):
+            for j, b in enumerate(true):
+                if a < b and row[3].startswith("~") is False:
+                    assert printed[i] < printed[j], (row, check)
+    splitk = finding(h200_audit_run, "08-splitk")["headline"]
+    assert "[2.2, 2.21]" not in splitk, splitk

@@ -160,3 +160,6 @@ def _published_case(target: Target, numbers: dict[str, Number], data: dict[str, 
                                                 label="published case: tok/s x T / (T - t)")
     data["published"] = {"total_ms": p_total, "dominant_ms": published["dominant_ms"], "instant": p_instant,
                          "tok_s": published["tok_s"], "ceiling_tok_s": published["tok_s"] * p_instant}
+    if published.get("steps"):  # its totals are over its steps; the report's other T's are one step's
+        data["published"].update(steps=published["steps"], step_ms=p_total / published["steps"],
+                                  dominant_step_ms=published["dominant_ms"] / published["steps"])

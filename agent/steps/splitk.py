@@ -19,6 +19,7 @@ from agent.steps.amdahl import amdahl, profile_times
 from agent.steps.attribution import attribute_dominant
 from agent.steps.measurements import interpretation_labels, output_check, sweep_runs, throughput
 from schema.finding import Finding, Number, Table
+from reports.format import distinct_digits
 from tools import trace
 from tools.kernels.splitk import declared as declared_hw
 
@@ -335,10 +336,12 @@ def _headline(figures: dict[str, Any], output: dict[str, Any], violated: list, m
     predicted_x, predicted_op_x, interval = figures["predicted_x"], figures["predicted_op_x"], figures["interval"]
     pred = f"predicts {predicted_op_x:.3g}x from the operation, {predicted_x:.3g}x from the kernel" if predicted_op_x else (
         f"predicts {predicted_x:.3g}x from the kernel" if predicted_x else "has no prediction")
-    ival = f" [{interval.low:.3g}, {interval.high:.3g}]" if interval.low is not None else ""
+    # the measurement to the digits at which it, its interval and the bounds it is held against read apart
+    spec = f"#.{distinct_digits([figures['measured_x'], interval.low, interval.high, *(c.claim_x for c in mine)])}g"
+    ival = f" [{interval.low:{spec}}, {interval.high:{spec}}]" if interval.low is not None else ""
     what = f"split-K ({plan_short})" if plan_short else "split-K"
     headline = (f"{what}: {figures['dominant']} {figures['kernel_speedup']:.3g}x faster in the profile; Amdahl {pred}; the engine "
-                f"measured {figures['measured_x']:.3g}x{ival} ({figures['rounds_reference_tok_s']:.3g} -> {figures['measured_tok_s']:.3g} tok/s in the same rounds, projected)"
+                f"measured {figures['measured_x']:{spec}}x{ival} ({figures['rounds_reference_tok_s']:.3g} -> {figures['measured_tok_s']:.3g} tok/s in the same rounds, projected)"
                 if figures["kernel_speedup"] else f"{what}: the replacement kernels were not found in the trace")
     if output["ok"] is None:
         headline += f"; engine output not checked ({output['note']})"
