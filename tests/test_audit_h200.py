@@ -83,3 +83,23 @@ def test_each_check_is_printed_to_the_digits_its_verdict_hangs_on(h200_audit_run
                     assert printed[i] < printed[j], (row, check)
     splitk = finding(h200_audit_run, "08-splitk")["headline"]
     assert "[2.2, 2.21]" not in splitk, splitk
+
+
+def test_each_ceiling_table_quotes_the_spread_its_own_digits_follow(h200_audit_run):
+    ceiling = finding(h200_audit_run, "05-ceiling")
+    for start, number, rest in (("Amdahl ceiling for _tiled", "kernel_instant_x", "W - t_k"),
+                                ("Amdahl ceiling for its operation", "operation_instant_x", "W - t_op")):
+        note = table(ceiling, start)["note"]
+        spread = ceiling["numbers"][number]["spread"]
+        assert f"the rest of the step, {rest}, varies by up to {100 * spread:.2g}% of itself" in note, (note, spread)
+
+
+def test_an_operation_read_shorter_than_its_kernels_from_another_trace_is_said(h200_audit_run):
+    splitk = finding(h200_audit_run, "08-splitk")
+    rows = {r[0]: r for r in table(splitk, "Split-K against the original")["rows"]}
+    kernel_after = next(r[2] for name, r in rows.items() if name.endswith("in the profile (ms)") and "operation" not in name)
+    op_after = rows["the attention operation in the profile (ms)"][2]
+    assert op_after < kernel_after  # the recorded traces: 0.3497 against 0.3498 ms
+    note = table(splitk, "Split-K against the original")["note"]
+    assert "reads" in note and "shorter than the kernels that replaced the original" in note, note
+    assert f"{1000 * (kernel_after - op_after):.3g} us" in note

@@ -134,17 +134,22 @@ def _tables(kernel: str, times: dict[str, Any], tok_s: float,
             spreads: tuple[float | None, float | None, float | None]) -> list[Table]:
     """The ceiling tables: the kernel's speedups, and its operation's where it is attributed."""
     window, part, op_part = times["window_ms"], times["kernel_ms"], times["operation_ms"]
-    kernel_spread, op_spread, spread = spreads
-    precision = (f"; quoted to the digits the steps' spread supports (the rest of the step, W - t, varies by up to "
-                 f"{100 * spread:.2g}% of itself step to step)" if spread is not None else "")
+    kernel_spread, op_spread, _ = spreads
+
+    def precision(rest: str, spread: float | None) -> str:
+        # each table quotes the spread of its own rest of the step (W - t_k, W - t_op): the one its digits follow
+        return (f"; quoted to the digits the steps' spread supports (the rest of the step, {rest}, varies by up to "
+                f"{100 * spread:.2g}% of itself step to step)" if spread is not None else "")
     tables = [Table(title=f"Amdahl ceiling for {kernel}", columns=["kernel speedup", "step speedup", "tok/s (projected)"],
                     rows=quoted(ceiling_table(window, part, tok_s), kernel_spread),
-                    note="step speedup = 1 / (1 - t_k/W + t_k/(W s)); tok/s = measured x step speedup" + precision)]
+                    note="step speedup = 1 / (1 - t_k/W + t_k/(W s)); tok/s = measured x step speedup"
+                         + precision("W - t_k", kernel_spread))]
     if op_part is not None:
         op_name = times["operation"].get("name")
         tables.append(Table(title=f"Amdahl ceiling for its operation {op_name}", columns=["operation speedup", "step speedup", "tok/s (projected)"],
                             rows=quoted(ceiling_table(window, op_part, tok_s), op_spread),
-                            note=f"t_op = {kernel} plus the other kernels its call launches ({times['operation'].get('source', 'same trace')})"))
+                            note=f"t_op = {kernel} plus the other kernels its call launches ({times['operation'].get('source', 'same trace')})"
+                                 + precision("W - t_op", op_spread)))
     return tables
 
 
