@@ -103,3 +103,16 @@ def test_an_operation_read_shorter_than_its_kernels_from_another_trace_is_said(h
     note = table(splitk, "Split-K against the original")["note"]
     assert "reads" in note and "shorter than the kernels that replaced the original" in note, note
     assert f"{1000 * (kernel_after - op_after):.3g} us" in note
+
+
+def test_not_reachable_says_by_what_and_what_else_was_measured(h200_audit_run):
+    round2 = finding(h200_audit_run, "09-round2")
+    assert round2["data"]["reachable"] is False
+    assert round2["data"]["reach"].startswith("not reachable by an instant "), round2["data"]["reach"]
+    beyond = round2["data"]["beyond"]
+    shares = {c["category"]: c["share_of_kernel_time"] for c in beyond["categories"]}
+    assert round2["data"]["category"] not in shares and shares["elementwise/reduce"] > 0.2, shares
+    assert any(m["lever"] == "compile" and m["ratio"] > 1 for m in beyond["levers_up"]), beyond["levers_up"]
+    assert "the rest of its kernel time: elementwise/reduce" in round2["headline"] and "compile +11.1%" in round2["headline"]
+    report = (h200_audit_run / "PROFILE_FINDINGS.md").read_text()
+    assert "not reachable by an instant" in report

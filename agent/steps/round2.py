@@ -21,7 +21,7 @@ from agent.steps import Draft
 from agent.steps.amdahl import amdahl, bound_spread, ceiling_table, profile_times, quoted, speedup_needed
 from agent.steps.attribution import SHOWN_KERNELS, attribute_dominant, short_name
 from agent.steps.diagnosis import diagnosis_summary, diagnosis_table
-from agent.steps.measurements import interpretation_labels
+from agent.steps.measurements import interpretation_labels, ratio_text
 from reports.format import fmt, fmt_spread
 from reports.format import short as shorten
 from schema.finding import Finding, Number, Table
@@ -244,7 +244,10 @@ def round2(state: InvestigationState, session: Session, target: Target) -> Draft
         grid_points, problems = read_rewrite_grid(session, target, box, batch, subject, calls, seqs,
                                                   (splitk.data.get("plan") or {}).get("arch"))
     focus = _grid_tables(target, box, subject, subject_why, grid_points, tables, numbers)
-    headline = _headline(finding_for(state, "levers"), top, dominant, unit, ceiling, what, short, focus)
+    beyond = evidence_beyond(merged, top, finding_for(state, "levers"))
+    if ceiling["reachable"] is False:  # not reachable by what the bound makes instant, not by anything at all
+        ceiling["reach"] = f"not reachable by an instant {ceiling['op_name'] or short} alone"
+    headline = _headline(finding_for(state, "levers"), top, dominant, unit, ceiling, what, short, focus) + beyond["text"]
     return Draft(
         headline=headline, verdict={True: "goal-reachable", False: "goal-unreachable", None: "goal-undecided"}[ceiling["reachable"]],
         numbers=numbers, tables=tables,
@@ -252,7 +255,7 @@ def round2(state: InvestigationState, session: Session, target: Target) -> Draft
         labels=labels + (["failed"] if problems else []),
         data={**base_data, "complete": True, "kernel": top.name, "category": top.category, "dominant": dominant,
               "dominant_kernel": top.to_dict(), "reachable": ceiling["reachable"], "reach": ceiling["reach"],
-              "uncertainty": ceiling["uncertainty"], "model_error": ceiling["model_error"],
+              "uncertainty": ceiling["uncertainty"], "model_error": ceiling["model_error"], "beyond": beyond,
               "bound": "operation" if ceiling["op_name"] else "kernel",
               "operation": ({"name": ceiling["op_name"], "frame": operation.get("frame"), "source": operation.get("source")}
                             if ceiling["op_name"] else None),
@@ -266,6 +269,25 @@ def round2(state: InvestigationState, session: Session, target: Target) -> Draft
               "summary": {"kernel_time_us": merged.kernel_time_us, "idle_us": merged.idle_us, "window_us": merged.window_us,
                           "in_step_window_us": merged.in_step_window_us, "steps": merged.steps}},
     )
+
+
+def evidence_beyond(merged, top, levers: Finding | None, shown: int = 3) -> dict[str, Any]:
+    """What else this run measured that bears on the goal beside the bound (which makes one kernel or its
+    operation instant): the split-K profile's other kernel categories by their share of its kernel time, and
+    the levers the sweep measured moving throughput up (against the baseline, before the rewrite). Only what
+    was measured; ``text`` is the headline's clause."""
+    total = merged.kernel_time_us or 0.0
+    shares = sorted(((category, us / total) for category, us in (merged.categories or {}).items()
+                     if total and us > 0 and category != top.category), key=lambda pair: -pair[1])
+    movers = [{"lever": r["name"], "ratio": r["ratio"], "interval": r.get("interval")}
+              for r in ((levers.data.get("levers") or []) if levers else []) if r.get("status") == "moves up"]
+    parts = [f"{category} {100 * share:.0f}%" for category, share in shares[:shown]]
+    text = f"; the rest of its kernel time: {', '.join(parts)}" if parts else ""
+    if movers:
+        text += "; levers measured to move the baseline up: " + ", ".join(
+            f"{m['lever']} {ratio_text(m['ratio'], *(m['interval'] or (None, None)))}" for m in movers)
+    return {"categories": [{"category": c, "share_of_kernel_time": x} for c, x in shares], "levers_up": movers,
+            "text": text}
 
 
 def _new_times(session: Session, splitk: Finding, summary, top, numbers: dict[str, Number]) -> tuple[dict, dict]:
