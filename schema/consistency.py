@@ -95,8 +95,9 @@ class Check(_Model):
     measurement_finding: str
     measured_x: float
     measured_interval: tuple[float, float] | None = None
-    verdict: Literal["holds", "within noise of the bound", "violated", "missed", "not comparable", "beyond the kernel bound",
-                     "undetermined"]
+    # "exceeded": a measurement beat an estimate the run stated (above an upper estimate, or above one with no side)
+    verdict: Literal["holds", "within noise of the bound", "violated", "missed", "exceeded", "not comparable",
+                     "beyond the kernel bound", "undetermined"]
     note: str = ""
     cause: str = ""
 
@@ -109,4 +110,4 @@ class Consistency(_Model):
 
     @property
     def failures(self) -> list[Check]:
-        return [c for c in self.checks if c.verdict in ("violated", "missed")]
+        return [c for c in self.checks if c.verdict in ("violated", "missed", "exceeded")]

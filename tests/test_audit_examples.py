@@ -192,9 +192,12 @@ def test_a_kernel_upper_estimate_beaten_by_the_profiles_is_a_failure_with_its_ca
     assert "launch" not in estimate["cause"]
     report = (regenerated["cpu"] / "PROFILE_FINDINGS.md").read_text()
     assert "**split-K kernel (profiles)**" in _section(report, "Where the model failed")
-    # on H200 the profiles measured less than the 57x estimate: the pair holds
+    # on H200 the engine made two calls: the profiles' speedup pools them, so (issue 30) the 57x estimate is held
+    # against the one call it was derived for, timed alone, never against the pooled figure
     h200 = _finding(regenerated["h200"], "report")["data"]["consistency"]["checks"]
-    assert [c["verdict"] for c in h200 if c["measurement"] == "split-K kernel (profiles)"] == ["holds"]
+    assert not [c for c in h200 if c["measurement"] == "split-K kernel (profiles)"]
+    mine = [c for c in h200 if c["claim"].startswith("option splitk: the kernel")]
+    assert len(mine) == 1 and "batch 16" in mine[0]["measurement"] and "512" in mine[0]["measurement"]
 
 
 @pytest.mark.slow

@@ -335,3 +335,34 @@ def test_grid_step_reports_the_diagnosis(upstream_file, tmp_path):
     assert padding[2].startswith(f"{(heads - real) * profile.data['batch']} of {d['programs']}")
     # the kept keys
     assert {"splitk_candidate", "splitk_estimate", "reports", "splitk_reason"} <= set(finding.data)
+
+
+def test_the_counters_reading_keeps_the_byte_ratio_only_where_bytes_bind():
+    """agent/steps/ncu_counters.binding: an L1 busy with wavefronts while its data banks idle does not bind on
+    bytes (the byte ratio is then no upper estimate); one whose data banks run at ncu's 60% does."""
+    from agent.steps.diagnosis import rewrite_estimate
+    from agent.steps.ncu_counters import BANK_READS, binding
+
+    lsu = "l1tex__data_pipe_lsu_wavefronts.avg.pct_of_peak_sustained_elapsed"
+
+    def counters(bank: float) -> dict:
+        return {"source": "artifacts/x/ncu_raw.csv", "duration_ms": 2.0, "duration_metric": "gpu__time_duration.sum",
+                "l1_pct": 80.0, "l1_metric": "l1tex__throughput.avg.pct_of_peak_sustained_active",
+                "l1_parts": {lsu: 80.0, BANK_READS: bank}, "bytes_pct": {"DRAM": 1.0, "L2": 3.0},
+                "cycles_per_issue": 10.0, "cycles_metric": "smsp__average_warp_latency_per_inst_issued.ratio",
+                "stall_groups": [{"group": "MIO", "waits_on": "shared memory", "cycles": 5.0, "share": 0.5,
+                                  "reasons": [{"reason": "mio_throttle", "cycles": 5.0}]}],
+                "occupancy": {"limiter": "registers", "blocks": 2.0, "metric": "launch__occupancy_limit_registers",
+                              "registers_per_thread": 255.0, "theoretical_pct": 12.5}}
+
+    idle, busy = binding(counters(4.0), 2_000_000_000), binding(counters(75.0))
+    assert idle["bytes_bind"] is False and busy["bytes_bind"] is True
+    assert idle["loaded_bytes_per_s"] == 1e12  # the source model's bytes over the capture's duration
+    assert "50%" in idle["text"] and "launch__occupancy_limit_registers" in idle["text"]
+    diagnosis = {"redundancy_factor": 10.0, "loaded_bytes": 1000, "unique_bytes": 100, "inner_product": "CUDA-core multiply-reduce",
+                 "multiply_reduce_lines": [7], "ncu": {"bound": "L1/TEX-bound", "basis": "L1/TEX at 80%", "counters": counters(4.0)},
+                 "call": {"point": "profiled B=4", "batch": 4, "shapes": {"topk": 32}}}
+    estimate = rewrite_estimate(diagnosis)
+    assert estimate["speedup_kind"] != "upper estimate" and "disagree" in estimate["basis"] and "profiled B=4" in estimate["basis"]
+    diagnosis["ncu"]["counters"] = counters(75.0)
+    assert rewrite_estimate(diagnosis)["speedup_kind"] == "upper estimate"  # bytes bind: the byte ratio stands

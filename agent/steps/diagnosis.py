@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from agent.steps.ncu_counters import BANK_READS, binding
 from schema.finding import Table
 
 
@@ -33,14 +34,14 @@ def _bytes(value: int | None) -> str:
 
 def rewrite_estimate(diagnosis: dict[str, Any]) -> dict[str, Any]:
     """What the split-K rewrite (tools/kernels/sparse_mla_decode.py) removes of the diagnosed causes,
-    and the speedup that follows from them, with its basis.
+    and the speedup that follows from what binds, with its basis and the call it is for.
 
     The rewrite gathers each KV tile once for a block of heads (a redundancy of about 1, tested in
-    tests/test_kernel_diagnosis.py) and forms both inner products with ``tl.dot``. On a kernel that
-    Nsight Compute finds L1/latency-bound, its time follows the bytes its programs pull through
-    L1/TEX, so loading every byte once divides the time by up to loaded/unique; the math moving to
-    tensor cores is counted only where ncu finds the kernel compute-bound. Without ncu data the same
-    ratio is given as resting on an unmeasured bound.
+    tests/test_kernel_diagnosis.py) and forms both inner products with ``tl.dot``. Where the run's own
+    Nsight Compute capture was read (``ncu["counters"]``, agent/steps/ncu_counters.py), what binds comes
+    from its counters (``_counter_basis``). Otherwise, on a kernel Nsight Compute finds L1/latency-bound,
+    its time is taken to follow the bytes its programs pull through L1/TEX, so loading every byte once
+    divides the time by up to loaded/unique; without ncu data the same ratio rests on an unmeasured bound.
     """
     ncu = diagnosis.get("ncu") or {}
     bound = ncu.get("bound", "not measured")
@@ -54,8 +55,13 @@ def rewrite_estimate(diagnosis: dict[str, Any]) -> dict[str, Any]:
         removes.append({"cause": "CUDA-core multiply-reduce", "now": diagnosis["inner_product"], "after": "tensor-core dot",
                         "what": f"lines {', '.join(str(x) for x in diagnosis.get('multiply_reduce_lines') or [])}: "
                                 "elementwise products summed by tl.sum; the rewrite uses tl.dot"})
-    speedup, basis = None, ""
-    if factor is not None:
+    speedup, basis, kind, binds = None, "", "upper estimate", None
+    counters = ncu.get("counters")
+    if factor is not None and counters and not counters.get("error"):
+        binds = binding(counters, diagnosis.get("loaded_bytes"))
+    if factor is not None and binds is not None and binds["bytes_bind"] is False:
+        speedup, basis, kind = factor, _counter_basis(diagnosis, counters, binds), "estimate (no side: not a bound)"
+    elif factor is not None:
         speedup = factor
         if bound in ("L1/TEX-bound", "L1/latency-bound"):
             basis = (f"ncu: {ncu.get('basis')}; the kernel's time follows the bytes its programs load through L1/TEX, "
@@ -76,8 +82,46 @@ def rewrite_estimate(diagnosis: dict[str, Any]) -> dict[str, Any]:
             sm = (ncu.get("throughput_pct") or {}).get("sm")
             basis += ("; the move to tensor cores is not counted" +
                       (f": SM throughput {sm:.3g}% of peak, the math does not bind" if sm is not None else ": its gain is not measured"))
+    call = diagnosis.get("call")
+    if speedup is not None and call:
+        basis = f"for the call at {call_text(call)}: " + basis
     return {"removes": [r["cause"] for r in removes], "causes": removes, "speedup": speedup,
-            "speedup_kind": "upper estimate" if speedup is not None else None, "basis": basis, "bound": bound}
+            "speedup_kind": kind if speedup is not None else None, "basis": basis, "bound": bound, "call": call,
+            "binding": binds}
+
+
+def call_text(call: dict[str, Any]) -> str:
+    """The call an estimate is for, as its shapes read: "profiled B=16 (B 16, H 64, topk 512)"."""
+    shapes = ", ".join(f"{k} {v}" for k, v in (call.get("shapes") or {}).items() if not k.startswith("has_"))
+    return f"{call.get('point', '?')} ({shapes})" if shapes else str(call.get("point", "?"))
+
+
+def _counter_basis(diagnosis: dict[str, Any], counters: dict[str, Any], binds: dict[str, Any]) -> str:
+    """The estimate's basis where the counters say the bytes do not bind: what binds (metric by metric), where
+    the source model and the counters disagree, and why the byte ratio then is an estimate with no side."""
+    factor, loaded, unique = diagnosis["redundancy_factor"], diagnosis.get("loaded_bytes"), diagnosis.get("unique_bytes")
+    rate = binds.get("loaded_bytes_per_s")
+    data = ", ".join(f"{unit} {pct:.3g}%" for unit, pct in (counters.get("bytes_pct") or {}).items() if pct is not None)
+    said = (f"what binds, from the counters of {counters['source']} (the diagnosis' \"what binds\" row names each metric): "
+            f"{binds['short']}. The counters and the source model "
+            f"disagree: the source model has the programs load {loaded:,} B a launch, {factor:.3g}x the {unique:,} unique"
+            + (f", which over the launch's {counters['duration_ms']:.4g} ms ({counters['duration_metric']}) is "
+               f"{rate / 1e12:.3g} TB/s" if rate else "")
+            + f"; no unit that moves bytes is near its peak (L1 data-bank reads {_pct_of(counters)}, {data}), so the "
+            "time does not follow those bytes, the premise of the byte ratio as an upper estimate")
+    lines = ", ".join(str(x) for x in diagnosis.get("multiply_reduce_lines") or [])
+    said += (f". The rewrite cuts the binding path twice: it loads each KV tile once per head block ({factor:.3g}x fewer "
+             "load bytes, and their LSU wavefronts)"
+             + (f" and forms the inner products with tl.dot, so the multiply-reduce's tl.sum reductions (lines {lines}: "
+                "shared-memory and shuffle traffic, the MIO stalls) leave it" if diagnosis.get("inner_product") != "tensor-core dot" else "")
+             + f"; the estimate takes the kernel's time to fall as its loads do ({factor:.3g}x): no bound on either side, "
+             "since the reductions removed can add to it and what binds next (the rewrite was not profiled) can take from it")
+    return said
+
+
+def _pct_of(counters: dict[str, Any]) -> str:
+    bank = (counters.get("l1_parts") or {}).get(BANK_READS)
+    return "?" if bank is None else f"{bank:.3g}%"
 
 
 def diagnosis_summary(point: dict[str, Any], report: dict[str, Any], source_root: str | None) -> dict[str, Any] | None:
@@ -109,6 +153,8 @@ def diagnosis_summary(point: dict[str, Any], report: dict[str, Any], source_root
         "dram_pct": throughput.get("dram"), "l1tex_pct": throughput.get("l1tex"), "l2_pct": throughput.get("l2"),
         "sm_pct": throughput.get("sm"), "achieved_occupancy": ncu.get("achieved_occupancy"),
         "bound": ncu.get("bound", "not measured"),
+        # the call the estimate is for: an estimate is held against that call's measurement, never a pooled one
+        "call": {"point": point["label"], "batch": point.get("batch"), "shapes": dict(point.get("shapes") or {})},
     }
     if ncu.get("measured"):
         # an export of another launch shape still says what bounds the kernel, but not at this point's grid
@@ -154,6 +200,12 @@ def diagnosis_table(kernel: str, d: dict[str, Any]) -> Table:
                          "instruction" + (f", of {cycles:.3g} between two issues" if cycles else ""), stall_text(ncu), ncu.get("source", "")])
     else:
         rows.append(["Nsight Compute", ncu.get("why") or ncu.get("error") or "no data", "not measured", "-"])
+    binds = (d.get("rewrite_estimate") or {}).get("binding")
+    if binds:
+        rows.append(["what binds (counters)", binds["text"], "bytes bind" if binds["bytes_bind"] else
+                     "not the bytes: " + ", ".join(x for x in (binds["busiest_l1"], binds["top_stall_group"] and
+                                                                f"{binds['top_stall_group']} stalls", binds["limiter"] and
+                                                                f"occupancy by {binds['limiter']}") if x), binds["source"] or "-"])
     estimate = d.get("rewrite_estimate") or {}
     return Table(title=f"Diagnosis of {kernel} ({d.get('point', '?')})", columns=["cause", "evidence", "figure", "source"], rows=rows,
                  note=("rewrite removes: " + (", ".join(estimate.get("removes") or []) or "nothing diagnosed") +

@@ -10,6 +10,7 @@ from agent.evidence import typed
 from agent.session import Session
 from agent.state import InvestigationState, finding_for
 from agent.steps import Draft
+from agent.steps.ncu_counters import read_counters
 from agent.steps.diagnosis import diagnosis_summary, diagnosis_table, display_path, rewrite_estimate, stall_text
 from agent.steps.rank_balance import COMMUNICATION
 from schema.finding import Finding, Number, Table
@@ -183,7 +184,7 @@ def read_grid(state: InvestigationState, session: Session, target: Target) -> Dr
         ((p, r) for p, r in reports if r is deployment_concurrency), reports[0])
     diagnosis = diagnosis_summary(focus_point, focus_report, source_root)
     if diagnosis is not None:
-        diagnosis = with_ncu_record(diagnosis, ncu)
+        diagnosis = with_ncu_record(diagnosis, ncu, capture_counters(session, ncu, kernel))
     reason = _splitk_reason(target, reports, candidates, first, loop, diagnosis)
     headline = (f"{kernel} ({where}) launches grid {first.get('grid_expr')}: {first.get('programs')} programs at "
                 f"{first_point['label']} on {declared_sm_count} SMs ({(first.get('programs') or 0) / declared_sm_count:.2f} per SM)"
@@ -327,7 +328,15 @@ def _diagnosis_numbers(diagnosis: dict[str, Any], point: str, seq: list[int],
     if (diagnosis.get("ncu") or {}).get("measured"):
         seq = sorted(set(seq) | ({ncu["seq"]} if ncu["seq"] is not None else set()))
         stalls = diagnosis["ncu"].get("stalls") or []
-        said += f"; Nsight Compute: {diagnosis['ncu']['bound']}" + (f" (top stall {stall_text(diagnosis['ncu'], 1)})" if stalls else "")
+        binds = (diagnosis.get("rewrite_estimate") or {}).get("binding")
+        if binds and binds["bytes_bind"] is False:
+            # the counters' reading, not the speed-of-light verdict alone: L1/TEX busy is not bytes binding
+            said += (f"; Nsight Compute: {diagnosis['ncu']['bound']} by {binds['busiest_l1']}, not bytes; warps wait most on "
+                     f"{binds['top_stall_group']} ({binds['top_stall_share']:.0%} of the cycles between issues); occupancy "
+                     f"limited by {binds['limiter']}; the source model's byte ratio does not bind")
+            numbers["binding"] = Number(value=binds["text"], label=f"what binds, from the counters of {binds['source']}", seqs=seq)
+        else:
+            said += f"; Nsight Compute: {diagnosis['ncu']['bound']}" + (f" (top stall {stall_text(diagnosis['ncu'], 1)})" if stalls else "")
         numbers.update({
             "dram_pct": Number(value=diagnosis["dram_pct"], unit="% of peak", label="DRAM throughput (Nsight Compute)", seqs=seq),
             "l1tex_pct": Number(value=diagnosis["l1tex_pct"], unit="% of peak", label="L1/TEX throughput (Nsight Compute)", seqs=seq),
@@ -342,15 +351,27 @@ def _diagnosis_numbers(diagnosis: dict[str, Any], point: str, seq: list[int],
     return said, numbers
 
 
-def with_ncu_record(diagnosis: dict[str, Any], ncu: dict[str, Any]) -> dict[str, Any]:
+def capture_counters(session: Session, ncu: dict[str, Any], kernel: str) -> dict[str, Any] | None:
+    """The run's own ncu raw-page capture read agent-side (agent/steps/ncu_counters.py): the box's summary of it
+    is journaled, so only this reading lets a regenerate of a recorded run say what its counters show."""
+    raw = (ncu.get("artifacts") or {}).get("raw")
+    if not ncu.get("measured") or not raw:
+        return None
+    return read_counters(session.artifact_path({"path": raw}), raw, kernel)
+
+
+def with_ncu_record(diagnosis: dict[str, Any], ncu: dict[str, Any], counters: dict[str, Any] | None = None) -> dict[str, Any]:
     """The diagnosis with the kernel.ncu record folded in: the run's CSV artifact as the source of a
-    measured verdict (the box path the grid tool read is no place a reader can open), or, with no
-    measurement, the reason there is none in place of the grid tool's "no export was given"."""
+    measured verdict (the box path the grid tool read is no place a reader can open), with the counters
+    read from it, or, with no measurement, the reason there is none in place of the grid tool's "no
+    export was given"."""
     found = dict(diagnosis.get("ncu") or {})
     if found.get("measured"):
         found["source"] = (ncu.get("artifacts") or {}).get("raw") or found.get("source")
         if ncu.get("launch"):
             found["launch"] = ncu["launch"]
+        if counters is not None:
+            found["counters"] = counters
     else:
         # the verdict already reads "not measured": the reason stands alone beside it
         why = ncu.get("error") or (ncu.get("why") or "").removeprefix("not measured: ") or found.get("why")

@@ -44,7 +44,9 @@ def expected_speedup(grid: Finding | None) -> dict[str, Any] | None:
         return None
     diagnosed = (grid.data.get("diagnosis") or {}).get("rewrite_estimate")
     if diagnosed and diagnosed.get("speedup"):
-        return {"speedup": diagnosed["speedup"], "basis": diagnosed.get("basis", "the diagnosis")}
+        # with the call it was derived for and its kind: the consistency check holds it against that call alone
+        return {"speedup": diagnosed["speedup"], "basis": diagnosed.get("basis", "the diagnosis"),
+                "call": diagnosed.get("call"), "kind": diagnosed.get("speedup_kind") or "upper estimate"}
     return grid.data.get("splitk_estimate")
 
 
@@ -64,6 +66,7 @@ def splitk_option(state: InvestigationState, total: float, part: float, tok_s: f
         "estimate_x": amdahl(total, part, estimate["speedup"]) if estimate else None,
         # the kernel-level upper estimate itself, held against the kernel speedup the profiles measure
         "estimate_kernel_x": estimate["speedup"] if estimate else None,
+        "estimate_call": (estimate or {}).get("call"), "estimate_kind": (estimate or {}).get("kind", "upper estimate"),
         "estimate_tok_s": tok_s * amdahl(total, part, estimate["speedup"]) if estimate else None,
         "estimate_basis": (f"the kernel {estimate['speedup']:.3g}x faster ({estimate['basis']}), the rest of the step as measured"
                            if estimate else "no estimate"),
