@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agent.rundir import HTML_REPORT, REPORT, CommitSpec, RunDir
+from agent.rundir import GATES_APPENDIX, HTML_REPORT, REPORT, CommitSpec, RunDir
 from agent.runlog import LOG_NAME, CorruptLog, journal_format, read_events
 from reports.render import render_finding
 from schema.finding import Finding
@@ -44,6 +44,8 @@ def commit_specs(run: RunDir, events: list[dict], findings: list[Finding]) -> li
             files[REPORT] = (run.root / REPORT).read_bytes()
             if journal_format(events) >= 3:  # earlier formats committed no page: their commit ids stay as recorded
                 files[HTML_REPORT] = (run.root / HTML_REPORT).read_bytes()
+                if (run.root / GATES_APPENDIX).exists():  # the report's appendix, where the report step wrote one
+                    files[GATES_APPENDIX] = (run.root / GATES_APPENDIX).read_bytes()
         subject = f"{finding.index:02d} {finding.step}: {finding.headline}"
         specs.append(CommitSpec(subject if len(subject) <= 200 else subject[:197] + "...", files, event["seq"], event["ts"]))
     ends = [e for e in events if e["kind"] == "run_end"]
@@ -62,4 +64,5 @@ def sync_commits(run: RunDir, finding_dicts: list[dict], source_log: Path | None
     events = read_events(source_log or run.log_path)
     if events and journal_format(events) < 3:  # the page a replay writes of an older run is no part of its history
         run.exclude(HTML_REPORT)
+        run.exclude(GATES_APPENDIX)
     return run.sync_commits(commit_specs(run, events, findings), log_source=source_log)

@@ -215,6 +215,7 @@ class ReportData(_Data):
     plots: dict[str, str]
     consistency: JSON | None = None
     timing: JSON | None = None  # the journal's time to the report (runs since 2026-12-01)
+    declared_rates: JSON | None = None  # the declared GPU's cited rates the report quotes (issue 30)
 
 
 MODELS: dict[str, type[BaseModel]] = {

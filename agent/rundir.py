@@ -40,6 +40,7 @@ CHECKPOINTS = "checkpoints.sqlite"
 LOCK = "run.lock"
 REPORT = "PROFILE_FINDINGS.md"
 HTML_REPORT = "PROFILE_FINDINGS.html"  # the same report as one page, plots inside (reports/html.py)
+GATES_APPENDIX = "PROFILE_FINDINGS_GATES.md"  # the gates off the investigated path, listed in full (the report summarises them)
 BUNDLE = "history.bundle"  # a shipped run's git history, where the run travels without its .git
 _UNCOMMITTED = [f"/{CHECKPOINTS}*", f"/{LOCK}", "/replay.jsonl"]
 
@@ -366,8 +367,8 @@ def export_run(run: RunDir, dest: Path) -> None:
     if dest.exists():
         raise RunDirError(f"{dest} already exists")
     dest.mkdir(parents=True)
-    for name in (LOG_NAME, REPORT, HTML_REPORT):
-        if name == HTML_REPORT and not (run.root / name).exists():  # a run older than the page
+    for name in (LOG_NAME, REPORT, HTML_REPORT, GATES_APPENDIX):
+        if name in (HTML_REPORT, GATES_APPENDIX) and not (run.root / name).exists():  # a run older than the page, or without gates
             continue
         shutil.copyfile(run.root / name, dest / name)
     for folder in ("artifacts", "findings"):

@@ -30,7 +30,7 @@ from agent.config import Target, TargetError, load_target, parse_target, with_bu
 from agent.engine_sglang import with_stand_in
 from agent.graph import RunContext, build_graph
 from agent.progress import Progress, SilentProgress
-from agent.rundir import (BUNDLE, HTML_REPORT, REPORT, RunDir, RunDirError, check_run_id, check_runs_dir,
+from agent.rundir import (BUNDLE, GATES_APPENDIX, HTML_REPORT, REPORT, RunDir, RunDirError, check_run_id, check_runs_dir,
                           lock_holder, resolve_run)
 from agent.runlog import (FORMAT, LOG_NAME, CorruptLog, JournalWriteError, RunLog, UnknownFormat, fault_point,
                           journal_format, read_events, target_of)
@@ -39,6 +39,7 @@ from agent.session.live import LiveSession
 from agent.session.replay import ReplaySession, Served
 from agent.steps import StepFailed
 from agent.steps.options import resolve_choice
+from agent.steps.report import report_run
 from reports.render import render_report
 from schema.finding import Finding
 from tools import exitcodes
@@ -393,6 +394,7 @@ def _remove_unproven_files(run: RunDir, finding_dicts: list[dict]) -> None:
     if not any(f["step"] == "report" for f in finding_dicts):
         (run.root / REPORT).unlink(missing_ok=True)
         (run.root / HTML_REPORT).unlink(missing_ok=True)
+        (run.root / GATES_APPENDIX).unlink(missing_ok=True)
     referenced = {ref["path"] for e in read_events(run.log_path)
                   for ref in (e.get("artifacts") or [] if e["kind"] == "tool_result" else
                               [e["artifact"]] if e["kind"] == "artifact" else [])}
@@ -451,6 +453,10 @@ def replay(source_path: Path, out_path: Path | None = None, progress: Progress |
         recorded_html = source.root / HTML_REPORT
         if recorded_html.exists() and (run.root / HTML_REPORT).read_bytes() != recorded_html.read_bytes():
             raise Divergence(f"{HTML_REPORT} differs from the recorded run's")
+        recorded_appendix = source.root / GATES_APPENDIX
+        if (run.root / GATES_APPENDIX).exists() and (not recorded_appendix.exists() or
+                                                     (run.root / GATES_APPENDIX).read_bytes() != recorded_appendix.read_bytes()):
+            raise Divergence(f"{GATES_APPENDIX} differs from the recorded run's")
     except Divergence as exc:
         session.record_note("replay_end", status="diverged", message=str(exc))
         return Outcome("diverged", f"replay diverged: {exc}", run.root, 1)
@@ -519,10 +525,10 @@ def render(run_path: Path) -> str:
     plots = report.data.get("plots", {}) if report else {}
     held = consistency.check(ordered, target.model_dump(mode="json"))
     try:
-        return render_report(ordered, decision, {"run_id": initial["run_id"], "target": target.name,
-                                                "description": target.description.strip(), "started": initial["started"],
-                                                "timing": report.data.get("timing") if report else None},
-                             plots, held)
+        # the run as the report step gave it, the declared rates as its finding holds them (never read anew)
+        run_info = report_run(initial["run_id"], initial["started"], target, len(ordered),
+                              report.data.get("timing") if report else None, report.data.get("declared_rates") if report else None)
+        return render_report(ordered, decision, run_info, plots, held)
     except (jinja2.TemplateError, KeyError, AttributeError, TypeError) as exc:
         # a journal whose findings are all there but do not hold what the report reads (edited, or
         # written by another investigator): say so, never a traceback

@@ -8,8 +8,10 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from reports.format import Markdown, cell, code, distinct_digits, fmt, fmt_spread, md_text, pct, short, signed_pct
+from reports.first_screen import decision_caveat, first_screen, stand_in_caveat
+from reports.numbers import chosen_option, finding_link, log_links, num, number_text  # noqa: F401 (the report's names)
 from schema.consistency import Consistency
-from schema.finding import Finding, Number, Table
+from schema.finding import Finding, Table
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 
@@ -19,37 +21,10 @@ def _env() -> Environment:
                       trim_blocks=True, lstrip_blocks=True, autoescape=False)
     # code: a name as a code span that survives any backtick or pipe in it; md: text that renders as itself
     env.filters.update(fmt=fmt, pct=pct, signed_pct=signed_pct, cell=cell, short=short, code=code, md=md_text)
-    env.globals.update(log_links=log_links, finding_link=finding_link, num=num, table=table, decision_table=decision_table,
+    env.globals.update(first_screen=first_screen, decision_caveat=decision_caveat, stand_in_caveat=stand_in_caveat, log_links=log_links, finding_link=finding_link, num=num, table=table, decision_table=decision_table,
                        against_finding=against_finding, failure_groups=failure_groups,
-                       measurement_against=measurement_against)
+                       measurement_against=measurement_against, gates_split=gates_split)
     return env
-
-
-def finding_link(finding: Finding, prefix: str = "findings/") -> str:
-    return f"[{finding.stem}]({prefix}{finding.stem}.md)"
-
-
-def log_links(seqs: list[int], prefix: str = "") -> str:
-    """Links to log lines, e.g. '[log 12](log.jsonl#L12), [13](log.jsonl#L13)'."""
-    if not seqs:
-        return "derived"
-    parts = [f"[{s}]({prefix}log.jsonl#L{s})" for s in sorted(set(seqs))]
-    return "log " + ", ".join(parts)
-
-
-def number_text(number: Number, spec: str = ".3g") -> str:
-    """A finding's number as the report shows it: its unit, to the digits its spread supports."""
-    if number.spread is not None and number.unit != "fraction":
-        return fmt_spread(number.value, number.spread, number.unit)
-    return pct(number.value) if number.unit == "fraction" else fmt(number.value, spec, number.unit)
-
-
-def num(finding: Finding | None, key: str, spec: str = ".3g", prefix: str = "") -> str:
-    """A finding's number with its unit and where it came from: finding file and log lines."""
-    if finding is None or key not in finding.numbers:
-        return "-"
-    number = finding.numbers[key]
-    return f"**{number_text(number, spec)}** ({finding_link(finding, prefix + 'findings/')}; {log_links(number.seqs, prefix)})"
 
 
 def table(t, prefix: str = "") -> str:
@@ -62,13 +37,6 @@ def table(t, prefix: str = "") -> str:
         lines.append("")
         lines.append(f"_{md_text(t.note)}_")
     return "\n".join(lines)
-
-
-def chosen_option(decision: dict[str, Any] | None) -> str | None:
-    """The option a decision took ("stop" is the accept-ceiling option); None when none was recorded."""
-    if not decision:
-        return None
-    return "accept-ceiling" if decision["choice"] == "stop" else decision["choice"]
 
 
 def measured_outcome(splitk: Finding | None, prefix: str = "") -> str | None:
@@ -204,3 +172,71 @@ def render_report(findings: list[Finding], decision: dict[str, Any] | None, run:
         run=run, findings=findings, s=by_step, decision=decision, labels=labels, plots=plots,
         held=held, consistency_table=consistency_table(held) if held else None,
     )
+
+
+# The gates report's tables whose rows are engine locations: those off the investigated decode path go to
+# the appendix (issue 30: the flux2/kda/diffusion gates said in one line, listed in full apart).
+APPENDIX = "PROFILE_FINDINGS_GATES.md"
+
+
+def _path_files(gates: Finding) -> set[str]:
+    """The files on the profiled kernels' call paths, as the gate scan tied them (agent.steps.gates.tie_files)."""
+    files = set()
+    for tie in gates.data.get("ties") or []:
+        for path in tie.get("paths", []):
+            files.update(step["at"].split(":")[0] for step in path.get("chain", []))
+        files.update(alt["at"].split(":")[0] for alt in tie.get("alternatives", []))
+    return files
+
+
+def _on_path(row: list, files: set[str]) -> bool:
+    return str(row[0]).rsplit(":", 1)[0] in files
+
+
+def gates_split(gates: Finding) -> dict[str, Any]:
+    """The gates finding's tables with only the rows on the investigated decode path, the rows left out per
+    table, and a one-line summary of them: {"tables", "off", "summary"}."""
+    files, tables, off = _path_files(gates), [], []
+    for t in gates.tables:
+        if not t.columns or t.columns[0] != "where":
+            tables.append(t)
+            continue
+        kept = [r for r in t.rows if _on_path(r, files)]
+        left = [r for r in t.rows if not _on_path(r, files)]
+        off.append((t, left))
+        if kept:
+            note = f"{t.note + '; ' if t.note else ''}{len(left)} row(s) off the investigated decode path: in {APPENDIX}"
+            tables.append(Table(title=t.title, columns=t.columns, rows=kept, note=note if left else t.note))
+    count = sum(len(left) for _, left in off)
+    dirs = {}
+    for _, left in off:
+        for r in left:
+            key = "/".join(str(r[0]).split("/")[:2])
+            dirs[key] = dirs.get(key, 0) + 1
+    where = ", ".join(f"{d} ({n})" for d, n in sorted(dirs.items(), key=lambda kv: (-kv[1], kv[0]))[:4])
+    summary = (f"{count} gate row(s) shown by the scan lie off the investigated decode path (files no profiled kernel's call "
+               f"path reaches; most in {where}): listed in full in [{APPENDIX}]({APPENDIX})." if count else "")
+    return {"tables": tables, "off": off, "summary": summary}
+
+
+def render_gates_appendix(findings: list[Finding]) -> str | None:
+    """The appendix: every gate row off the investigated decode path, by table, and the scan's whole location
+    lists (the finding's JSON) off that path; None without a gates finding or any such row."""
+    gates = next((f for f in findings if f.step == "gates"), None)
+    if gates is None:
+        return None
+    split, files = gates_split(gates), _path_files(gates)
+    if not split["summary"]:
+        return None
+    lines = ["# Gates off the investigated decode path", "",
+             f"The rows of {finding_link(gates)}'s tables (and of its full location lists) in files that no profiled "
+             f"kernel's call path reaches ({', '.join(f'`{f}`' for f in sorted(files)) or 'none'} are on it). "
+             f"PROFILE_FINDINGS.md shows the rows on the path and this one line for the rest.", ""]
+    for t, left in split["off"]:
+        if left:
+            lines += [f"## {t.title}", "", table(Table(title=t.title, columns=t.columns, rows=left)), ""]
+    for key, title in (("failing", "Every gate the declared SM fails"), ("exits_passed", "Every early-exit guard passed")):
+        rest = [at for at in gates.data.get(key) or [] if at.rsplit(":", 1)[0] not in files]
+        if rest:
+            lines += [f"## {title}, off the path ({len(rest)})", "", ", ".join(f"`{at}`" for at in rest), ""]
+    return "\n".join(lines)

@@ -93,7 +93,9 @@ def test_the_new_ceiling_follows_from_the_split_k_trace_and_its_measured_tok_s()
     assert f.number("ceiling_tok_s") == pytest.approx(tok_s * w / (w - t_op))
     goal, batch = rec["target"]["goal"]["output_tok_s"], rec["findings"]["profile"]["data"]["batch"]
     assert f.number("goal_distance_x") == pytest.approx(goal / f.number("ceiling_tok_s"))
-    assert f.number("step_budget_ms") == pytest.approx(1000 * batch / goal)
+    # the goal's one budget (its concurrency's), the measured batch said apart (issue 30)
+    assert f.number("step_budget_ms") == pytest.approx(1000 * rec["target"]["goal"]["concurrency"] / goal)
+    assert f.number("measured_batch") == batch
     assert f.number("instant_step_ms") == pytest.approx(1000 * batch / tok_s * (w - t_op) / w)
     # reachable only when the goal lies outside the ceiling's uncertainty (its spread and the measured tok/s's)
     u = f.data["uncertainty"]

@@ -9,7 +9,7 @@ from statistics import stdev
 from typing import Any
 
 from agent.steps import Draft
-from reports.format import fmt_spread
+from reports.format import fmt, fmt_spread
 from schema.finding import Finding
 
 SPEEDUPS = (2.0, 4.0, 8.0, 16.0)
@@ -89,3 +89,15 @@ def bound_spread(times: dict[str, Any], part_ms: float) -> float | None:
     if rest <= 0:
         return None
     return min(stdev(windows) / rest, 10.0)
+
+
+def step_against_goal(step_text: str, batch: int, goal) -> str:
+    """The projected step against the goal, said one way in every finding: the goal's own budget (its
+    concurrency's tokens at its rate) where the step was measured at that concurrency; elsewhere the
+    step is stated at its measured batch, and the goal's one budget beside it, never a second budget
+    made for the measured batch (issue 30: "4 ms at batch 4" beside "16 ms at concurrency 16")."""
+    budget = f"the goal's {fmt(goal.step_budget_ms, '.3g')} ms step budget"
+    if batch == goal.concurrency:
+        return f"step {step_text} ms at concurrency {batch} against {budget}"
+    return (f"step {step_text} ms at the measured batch {batch}, not the goal's concurrency {goal.concurrency}, "
+            f"where {budget} holds")

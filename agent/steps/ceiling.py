@@ -10,7 +10,7 @@ from agent.evidence import typed
 from agent.session import Session
 from agent.state import InvestigationState, finding_for, findings_of
 from agent.steps import Draft
-from agent.steps.amdahl import amdahl, bound_spread, ceiling_table, profile_times, quoted, speedup_needed
+from agent.steps.amdahl import amdahl, bound_spread, ceiling_table, profile_times, quoted, speedup_needed, step_against_goal
 from reports.format import fmt, fmt_spread
 from schema.finding import Finding, Number, Table
 
@@ -33,9 +33,6 @@ def compute_ceiling(state: InvestigationState, session: Session, target: Target)
     step_ms = profile.number("setting_step_ms")
     goal = target.goal.output_tok_s
     batch = profile.number("batch")
-    # A step emits one token a request: at a batch other than the goal's concurrency the goal's rate
-    # asks batch / goal of a step, not the concurrency's budget.
-    budget_ms = 1000.0 * batch / goal
     kernel_x = amdahl(window, part)
     operation_x = amdahl(window, op_part) if op_part is not None else None
     bound_x = operation_x or kernel_x
@@ -62,7 +59,7 @@ def compute_ceiling(state: InvestigationState, session: Session, target: Target)
                 + (f" ({kernel_text})" if op_name else "")
                 + f": {fmt(tok_s, '.3g')} -> {fmt_spread(best_tok_s, spread)} tok/s (projected), "
                 + ("reaching" if reachable else "short of") + f" the goal of {goal:.0f} tok/s "
-                f"(step {fmt_spread(step_ms / bound_x, spread)} ms vs a {fmt(budget_ms, '.3g')} ms budget at batch {batch})")
+                f"({step_against_goal(fmt_spread(step_ms / bound_x, spread), batch, target.goal)})")
     data["round"] = 1 + sum(1 for f in findings_of(state) if f.step == "ceiling")
     seq = profile.numbers["setting_tok_s"].seqs
     draft = Draft(headline=headline, verdict="goal-reachable" if reachable else "goal-unreachable", numbers=numbers,
@@ -93,9 +90,6 @@ def _numbers(target: Target, profile: Finding, times: dict[str, Any], kernel: st
     setting = typed(profile).setting.label
     goal = target.goal.output_tok_s
     bound_x = operation_x or kernel_x
-    budget_label = (f"{target.goal.concurrency} tokens a step / goal" if batch == target.goal.concurrency else
-                    f"batch {batch} profiled: {batch} tokens a step at the goal's rate (the goal is stated at "
-                    f"concurrency {target.goal.concurrency}: {target.goal.step_budget_ms:.3g} ms a step there)")
     needed = speedup_needed(window, op_part if op_part is not None else part, goal / tok_s)
     seq = profile.numbers["setting_tok_s"].seqs
     ev = profile.evidence
@@ -115,7 +109,10 @@ def _numbers(target: Target, profile: Finding, times: dict[str, Any], kernel: st
         "baseline_tok_s": Number(value=tok_s, unit="tok/s", label=f"measured, {setting} ({measured_as})", seqs=seq),
         "ceiling_tok_s": Number(value=tok_s * bound_x, unit="tok/s", label=f"projected: measured x the {'operation' if op_name else 'kernel'} instant", seqs=sorted(set(ev) | set(seq)), spread=spread),
         "goal_tok_s": Number(value=goal, unit="tok/s", label="goal"),
-        "step_budget_ms": Number(value=1000.0 * batch / goal, unit="ms", label=budget_label),
+        # the goal's one budget, at its concurrency; a step measured at another batch is said to be (measured_batch)
+        "step_budget_ms": Number(value=target.goal.step_budget_ms, unit="ms",
+                                 label=f"the goal's decode step budget: {target.goal.concurrency} tokens a step / goal"),
+        "measured_batch": Number(value=batch, label="the batch the step was measured (profiled) at", seqs=seq),
         "projected_step_ms": Number(value=step_ms, unit="ms", label=f"decode step, {setting}, {step_as}", seqs=seq),
         "instant_step_ms": Number(value=step_ms / bound_x, unit="ms", label=f"projected decode step with {what} instant", seqs=sorted(set(ev) | set(seq)), spread=spread),
         "speedup_needed": Number(value=needed, unit="x", label=f"speedup of {what} that would meet the goal (none: unreachable)"),

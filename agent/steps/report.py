@@ -3,11 +3,13 @@ report as one self-contained page, PROFILE_FINDINGS.html."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
+from pathlib import Path
 
 from agent import consistency
 from agent.config import Target
-from agent.rundir import HTML_REPORT, REPORT
+from agent.rundir import GATES_APPENDIX, HTML_REPORT, REPORT
 from agent.runlog import read_events
 from agent.session import Session
 from agent.state import InvestigationState, finding_for, findings_of
@@ -15,8 +17,8 @@ from agent.steps import Draft
 from agent.steps.measurements import ratio_text
 from reports import plots
 from reports.html import render_html
-from reports.render import render_report
-from schema.finding import Finding
+from reports.render import render_gates_appendix, render_report
+from schema.finding import Finding, Number
 
 
 def make_plots(state: InvestigationState, session: Session) -> dict[str, str]:
@@ -82,6 +84,34 @@ def journal_timing(events: list[dict]) -> dict | None:
             "regenerated_from": first.get("regenerated_from")}
 
 
+# The declared GPU's cited rates (issue 29's sm_120 projection): the one place the project holds a cited
+# bandwidth for it. The report quotes it beside the box's measured one, with its citation, only for that GPU.
+DECLARED_RATES = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "sm120-20261206" / "projection_sm120.json"
+
+
+def declared_rates(target: Target) -> dict | None:
+    """The cited memory bandwidth of the target's declared GPU, or None where the project holds none for it."""
+    try:
+        projection = json.loads(DECLARED_RATES.read_text())
+    except (OSError, ValueError):
+        return None
+    if projection.get("device", {}).get("name") != target.deployment.gpu or "memory_GBps" not in projection.get("rates", {}):
+        return None
+    rate = projection["rates"]["memory_GBps"]
+    return {"memory_GBps": {"value": rate["value"], "what": rate["what"], "citations": rate["citations"][:1],
+                            "source": DECLARED_RATES.relative_to(DECLARED_RATES.parents[3]).as_posix()}}
+
+
+def report_run(run_id: str, started: str, target: Target, before: int, timing: dict | None, rates: dict | None) -> dict:
+    """What the report reads of the run besides its findings: the target's name and description, the
+    journal's timing, the declared GPU's cited rates (held by the report finding, the ``before + 1``-th)
+    and the engine environment the target pinned (the first screen names a default it pinned away from)."""
+    return {"run_id": run_id, "target": target.name, "description": target.description.strip(), "started": started,
+            "timing": timing, "declared_rates": rates, "engine_env": dict(target.engine.env),
+            "declared_gpu": f"{target.deployment.gpus}x {target.deployment.gpu}",
+            "report_stem": f"[{before + 1:02d}-report](findings/{before + 1:02d}-report.md)"}
+
+
 def write_report(state: InvestigationState, session: Session, target: Target) -> Draft:
     """First hold every measurement against every bound the run stated for the same setting, and
     every prediction against its measurement (``agent.consistency``); then render PROFILE_FINDINGS.md
@@ -89,12 +119,15 @@ def write_report(state: InvestigationState, session: Session, target: Target) ->
     check, whose failures get their own section. No tool calls."""
     plot_paths = make_plots(state, session)
     timing = journal_timing(read_events(session.run.log_path))
-    run = {"run_id": state["run_id"], "target": target.name, "description": target.description.strip(),
-           "started": state["started"], "timing": timing}
     findings = findings_of(state)
+    rates = declared_rates(target)
+    run = report_run(state["run_id"], state["started"], target, len(findings), timing, rates)
     held = consistency.check(findings, target.model_dump(mode="json"))
     text = render_report(findings, state.get("decision"), run, plot_paths, held)
     session.run.write_file(REPORT, text.encode())
+    appendix = render_gates_appendix(findings)
+    if appendix is not None:  # committed with the report (agent.commits), compared by a replay
+        session.run.write_file(GATES_APPENDIX, appendix.encode())
     # From the Markdown as written, so the page cannot say what the Markdown does not.
     session.run.write_file(HTML_REPORT, render_html(text, session.run.root).encode())
     failures = held.failures
@@ -103,6 +136,12 @@ def write_report(state: InvestigationState, session: Session, target: Target) ->
         headline=(f"{REPORT} written from the {len(findings)} findings before it; the consistency check held "
                   f"{len(held.checks)} bound/prediction against measurement pair(s): "
                   + (f"{len(failures)} where the model failed" if failures else "none failed")),
-        verdict="model-failed" if failures else "written", artifacts={"report": REPORT, **plot_paths},
-        data={"plots": plot_paths, "consistency": held.model_dump(mode="json"), "timing": timing},
+        verdict="model-failed" if failures else "written",
+        artifacts={"report": REPORT, **({"gates_appendix": GATES_APPENDIX} if appendix is not None else {}), **plot_paths},
+        numbers=({"declared_memory_GBps": Number(value=rates["memory_GBps"]["value"], unit="GB/s",
+                                                 label=f"declared GPU: {rates['memory_GBps']['what']}, cited "
+                                                       f"({rates['memory_GBps']['citations'][0]['url']}; {rates['memory_GBps']['source']})")}
+                 if rates else {}),
+        data={"plots": plot_paths, "consistency": held.model_dump(mode="json"), "timing": timing,
+              **({"declared_rates": rates} if rates else {})},
     )

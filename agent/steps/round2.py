@@ -18,7 +18,7 @@ from agent.evidence import typed
 from agent.session import Session
 from agent.state import InvestigationState, finding_for, findings_of
 from agent.steps import Draft
-from agent.steps.amdahl import amdahl, bound_spread, ceiling_table, profile_times, quoted, speedup_needed
+from agent.steps.amdahl import amdahl, bound_spread, ceiling_table, profile_times, quoted, speedup_needed, step_against_goal
 from agent.steps.attribution import SHOWN_KERNELS, attribute_dominant, short_name
 from agent.steps.diagnosis import diagnosis_summary, diagnosis_table
 from agent.steps.measurements import interpretation_labels, ratio_text
@@ -348,7 +348,7 @@ def _ceiling(state: InvestigationState, target: Target, splitk: Finding, times: 
         reachable, reach = False, "not reachable"
     else:
         reachable, reach = None, f"not decided: the goal lies within the ceiling's uncertainty ({100 * uncertainty:.2g}%: {parts})"
-    return {"window": window, "op_part": op_part, "tok_s": tok_s, "goal": goal, "step_ms": 1000.0 * batch / tok_s, "budget_ms": 1000.0 * batch / goal,
+    return {"window": window, "op_part": op_part, "tok_s": tok_s, "goal": goal, "step_ms": 1000.0 * batch / tok_s, "budget_ms": target.goal.step_budget_ms, "goal_spec": target.goal,
             "batch": batch, "kernel_x": kernel_x, "operation_x": operation_x, "bound_x": bound_x,
             "kernel_spread": kernel_spread, "op_spread": op_spread, "spread": spread, "ceiling_tok_s": ceiling_tok_s,
             "model_error": model_error, "uncertainty": uncertainty, "reachable": reachable, "reach": reach,
@@ -376,7 +376,9 @@ def _ceiling_numbers(target: Target, splitk: Finding, times: dict[str, Any], cei
         "goal_tok_s": Number(value=ceiling["goal"], unit="tok/s", label="goal"),
         "goal_distance_x": Number(value=ceiling["goal"] / ceiling["ceiling_tok_s"], unit="x", label="goal / the new ceiling (above 1: out of reach even with the dominant part instant)", seqs=both, spread=spread),
         "goal_gap_x": Number(value=ceiling["goal"] / ceiling["tok_s"], unit="x", label="goal / the split-K setting's tok/s: the speedup still needed", seqs=tok_seqs),
-        "step_budget_ms": Number(value=ceiling["budget_ms"], unit="ms", label=f"batch {ceiling['batch']} tokens a step at the goal's rate"),
+        "step_budget_ms": Number(value=ceiling["budget_ms"], unit="ms",
+                                 label=f"the goal's decode step budget: {target.goal.concurrency} tokens a step / goal"),
+        "measured_batch": Number(value=ceiling["batch"], label="the batch the step was measured (profiled) at", seqs=tok_seqs),
         "projected_step_ms": Number(value=ceiling["step_ms"], unit="ms", label=f"decode step, {setting}, projected (batch / tok/s)", seqs=tok_seqs),
         "instant_step_ms": Number(value=ceiling["step_ms"] / ceiling["bound_x"], unit="ms", label=f"projected decode step with {what} instant", seqs=both, spread=spread),
         "speedup_needed": Number(value=needed, unit="x",
@@ -450,7 +452,7 @@ def _headline(levers: Finding | None, top, dominant: bool, unit: str, ceiling: d
                 + f"; even an instant {what} gives {fmt_spread(ceiling['bound_x'], spread)}x: {fmt(ceiling['tok_s'], '.3g')} -> {fmt_spread(ceiling['ceiling_tok_s'], spread)} tok/s "
                 + ({True: "(projected), reaching the goal", None: "(projected), at the goal within its uncertainty"}.get(
                     reachable, f"(projected), {fmt_spread(goal / ceiling['ceiling_tok_s'], spread)}x short of the goal"))
-                + f" of {goal:.0f} tok/s (step {fmt_spread(ceiling['step_ms'] / ceiling['bound_x'], spread)} ms vs a {fmt(ceiling['budget_ms'], '.3g')} ms budget)")
+                + f" of {goal:.0f} tok/s ({step_against_goal(fmt_spread(ceiling['step_ms'] / ceiling['bound_x'], spread), ceiling['batch'], ceiling['goal_spec'])})")
     stand_in = next((n for n in (levers.data.get("engine_notes") or []) if n.startswith("weights are bf16")), None) if levers else None
     if stand_in and top.category.startswith("gemm"):
         # what now dominates is the part of the engine that stands in least faithfully: said where it is read

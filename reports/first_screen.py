@@ -1,0 +1,229 @@
+"""The report's first screen (issue 30): the recommendation in one sentence, where it was measured, what the
+evidence does not cover, the next bottleneck, and the few findings that carry the decision; then the
+stand-in's limits, said once and pointed to from beside every ceiling and "not reachable" verdict.
+
+Every number here is one a finding already holds, shown with ``reports.render.num`` (its finding and its
+log lines), so the first screen adds no arithmetic of its own: it only chooses which numbers to put first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reports.format import code, fmt, md_text, short
+from reports.numbers import chosen_option, num
+from schema.finding import Finding
+
+LIMITS_ANCHOR = "#the-stand-ins-limits"
+
+
+def _num(f: Finding | None, key: str, spec: str = ".3g") -> str:
+    return num(f, key, spec)
+
+
+def goal_text(levers: Finding) -> str:
+    """The goal, said the one way every part of the report says it: its rate at its concurrency, its step budget."""
+    return (f"the goal, {_num(levers, 'goal_tok_s', '.0f')} at concurrency {levers.data['concurrency']} "
+            f"(a {_num(levers, 'step_budget_ms', '.3g')} step budget)")
+
+
+def _interval(f: Finding, low: str, high: str) -> str:
+    return f" [{fmt(f.number(low), '.4g')}, {fmt(f.number(high), '.4g')}]" if low in f.numbers and high in f.numbers else ""
+
+
+def recommendation(s: dict[str, Finding], decision: dict[str, Any] | None) -> str:
+    """Do X; the tok/s it measured with its interval; against the goal. Without a measured option, the decision as taken."""
+    levers, splitk, ceiling, options = s["levers"], s.get("splitk"), s.get("ceiling"), s.get("options")
+    chosen = chosen_option(decision)
+    goal = levers.number("goal_tok_s")
+    if chosen == "splitk" and splitk is not None and "splitk_tok_s" in splitk.numbers:
+        op = (ceiling.data.get("operation") or {}).get("name") if ceiling else None
+        what = f"the split-K rewrite of {code(short(ceiling.data['kernel'], 60))}" if ceiling else "the split-K rewrite"
+        where = "at or above" if splitk.number("splitk_tok_s") >= goal else "below"
+        return (f"take {what}{f' (the {op} operation)' if op else ''}: measured {_num(splitk, 'splitk_tok_s', '.4g')} "
+                f"(projected), {_num(splitk, 'measured_x', '.4g')}"
+                f"{_interval(splitk, 'measured_low_x', 'measured_high_x')} over the profiled setting's "
+                f"{_num(splitk, 'rounds_reference_tok_s', '.4g')}; {where} {goal_text(levers)}.")
+    if decision and options is not None and f"{chosen}_upper_x" in options.numbers:
+        return (f"`{chosen}` ({decision['source']}), not measured in this run: the options bound it at "
+                f"{_num(options, f'{chosen}_upper_x', '.4g')} over the profiled setting, against {goal_text(levers)}.")
+    if ceiling is not None:
+        return (f"none decided in this run; even the dominant operation instant reaches {_num(ceiling, 'ceiling_tok_s', '.4g')} "
+                f"(projected), against {goal_text(levers)}.")
+    return f"none: {md_text(levers.headline)}; against {goal_text(levers)}."
+
+
+def measured_on(s: dict[str, Finding], run: dict[str, Any]) -> str:
+    """The box against the declared hardware, from the survey; the declared bandwidth only where the run holds a cited figure."""
+    survey = s["survey"]
+    device = next((row for row in survey.tables[0].rows if row[0] == "device"), None) if survey.tables else None
+    box, declared = (device[1], device[2]) if device else (survey.data["box"].get("gpu") or "the box", "-")
+    rates = f"copy {_num(survey, 'copy_gb_s', '.4g')} measured" if "copy_gb_s" in survey.numbers else ""
+    if "stand-in" not in survey.labels:
+        return f"{md_text(box)}{f' ({rates})' if rates else ''}, the declared hardware itself."
+    declared_text = f"{md_text(declared)} (sm_{fmt(survey.number('declared_sm'), '.0f')}, {_num(survey, 'declared_sm_count', 'd')}"
+    bandwidth = declared_bandwidth(run)
+    declared_text += (f", {bandwidth})" if bandwidth else "; its bandwidth: no cited figure in this project)")
+    interpreter = ("; the engine ran at reduced shapes under the Triton CPU interpreter: the structure carries over, "
+                   "the magnitudes do not" if "cpu-interpreter" in _labels(s) else "")
+    return (f"a stand-in, {md_text(box)}{f' ({rates})' if rates else ''}, for the declared {declared_text}{interpreter}: "
+            f"see [the stand-in's limits]({LIMITS_ANCHOR}).")
+
+
+def _labels(s: dict[str, Finding]) -> set[str]:
+    return {label for f in s.values() for label in f.labels}
+
+
+def declared_bandwidth(run: dict[str, Any], linked: bool = True) -> str:
+    """The declared GPU's memory bandwidth as the report finding holds it (a cited figure), or ""."""
+    rate = (run.get("declared_rates") or {}).get("memory_GBps")
+    if not rate:
+        return ""
+    cite = rate["citations"][0]["url"]
+    held = f" ({run['report_stem']}, [cited]({cite}))" if linked else f" ([cited]({cite}))"
+    return f"**{fmt(rate['value'], ',.0f')} GB/s**{held} {md_text(rate['what'])}"
+
+
+def engine_limits(levers: Finding) -> list[str]:
+    """What the engine did not run, in the engine's own words (its notes in the sweep's result)."""
+    keep = ("one rank of", "weights are bf16", "not modelled")
+    return [note for note in levers.data.get("engine_notes") or [] if note.startswith(keep)]
+
+
+def unmeasured_layers(levers: Finding) -> str:
+    """Layer kinds the model has and the run did not run (the extrapolation's mixes): not estimated."""
+    ext = levers.data.get("extrapolation") or {}
+    missing = {k: n for k, n in (ext.get("model_mix") or {}).items() if k not in (ext.get("run_mix") or {})}
+    names = {"0": "window-only"}
+    if not missing:
+        return ""
+    kinds = ", ".join(f"{n} {names.get(k, f'c{k}')}" for k, n in sorted(missing.items()))
+    return f"the model's {kinds} layers were not run (counted at the run layers' mean time, not measured)"
+
+
+def unmeasured_default_backends(s: dict[str, Finding], run: dict[str, Any]) -> list[str]:
+    """The engine's defaults the target pinned away from, by the gate scan (which read each switch's default) and
+    the target's engine environment: the deployment's own default was not measured."""
+    gates, levers, survey = s.get("gates"), s["levers"], s["survey"]
+    pinned = run.get("engine_env") or {}
+    if gates is None:
+        return []
+    out, seen = [], set()
+    for tie in gates.data.get("ties") or []:
+        for lever in tie.get("levers") or []:
+            env, default = lever.get("env"), lever.get("default")
+            if not env or default is None or env in seen or pinned.get(env) in (None, default):
+                continue
+            seen.add(env)
+            version = survey.data.get("software", {}).get("sglang")
+            tried = [r for r in levers.data.get("levers") or [] if r["status"] == "not tried" and default in r["name"]]
+            why = f" ({tried[0]['name']}: not tried, {tried[0]['reason']})" if tried and tried[0].get("reason") else ""
+            out.append(f"sglang {version or ''}'s default `{env}={default}` ({lever.get('defined_at')}) for "
+                       f"{code(tie['kernel'])}'s operation was not measured: the target pins `{pinned[env]}`{why}")
+    return out
+
+
+def not_covered(s: dict[str, Finding], run: dict[str, Any]) -> str:
+    """The deployment's defaults not measured, the layer kinds not run, and in a few words what the engine left
+    out (its notes, whole, are in the stand-in's limits: said once)."""
+    levers = s["levers"]
+    parts = unmeasured_default_backends(s, run) + [p for p in [unmeasured_layers(levers)] if p]
+    left = engine_left_out(levers)
+    if left:
+        parts.append(", ".join(left) + f" ([the stand-in's limits]({LIMITS_ANCHOR}))")
+    return "; ".join(parts) + "." if parts else "nothing the run records as left out."
+
+
+def engine_left_out(levers: Finding) -> list[str]:
+    """A few words for each part of the deployment the engine's notes say it did not run."""
+    notes = " ".join(levers.data.get("engine_notes") or [])
+    return [phrase for key, phrase in (("weights are bf16", "bf16 weights where the checkpoint holds FP8/FP4"),
+                                       ("no all-reduce", "no TP all-reduce"), ("LM head", "no LM head")) if key in notes]
+
+
+def next_bottleneck(s: dict[str, Finding]) -> str:
+    """What dominates once the recommendation is in: the second round's profile, where the run made one."""
+    r2, ceiling = s.get("round2"), s.get("ceiling")
+    if r2 is not None and r2.data.get("complete"):
+        op = (r2.data.get("operation") or {}).get("name")
+        share = (f"{_num(r2, 'operation_share')} of the profiled window with the rewrite" if op
+                 else f"{_num(r2, 'dominant_share')} of the time")
+        reach = r2.data.get("reach") or ("reachable" if r2.data.get("reachable") else "not reachable")
+        lead = (f"the {code(op)} operation ({md_text(r2.data['category'])}, kernel {code(short(r2.data['kernel'], 40))})" if op
+                else f"{code(short(r2.data['kernel'], 60))} ({md_text(r2.data['category'])})")
+        return (f"{lead}: {share}; even instant, the ceiling is "
+                f"{_num(r2, 'ceiling_tok_s', '.4g')} (projected): the goal is {reach} this way{stand_in_caveat(s)}.")
+    if ceiling is not None:
+        return ("not measured: no second profile after the decision; the first round's ceiling is "
+                f"{_num(ceiling, 'ceiling_tok_s', '.4g')} (projected){stand_in_caveat(s)}.")
+    return "not measured: the run has no profile."
+
+
+def why(s: dict[str, Finding]) -> list[str]:
+    """The three or four findings that carry the decision, each with the numbers that do, linked."""
+    levers, ceiling, grid, splitk = s["levers"], s.get("ceiling"), s.get("grid"), s.get("splitk")
+    items = []
+    if "best_tok_s" in levers.numbers:
+        met = levers.number("best_tok_s") >= levers.number("goal_tok_s")  # a comparison of two held numbers, no arithmetic
+        items.append(f"{'A lever setting reaches' if met else 'No lever reaches'} the goal: the best setting measured, "
+                     f"{_num(levers, 'best_tok_s', '.4g')}.")
+    if ceiling is not None:
+        part = ("operation_share", "its operation") if "operation_share" in ceiling.numbers else ("kernel_share", "it")
+        items.append(f"{code(short(ceiling.data['kernel'], 60))} dominates the profile: {part[1]} is {_num(ceiling, part[0])} of "
+                     f"the profiled window; instant, the step would give {_num(ceiling, 'ceiling_tok_s', '.4g')} (projected)"
+                     f"{stand_in_caveat(s)}.")
+    if grid is not None and "redundancy_factor" in grid.numbers:
+        ncu = f"; Nsight Compute: {_num(grid, 'bound')}" if "bound" in grid.numbers else ""
+        items.append(f"Its programs load {_num(grid, 'redundancy_factor')} the unique bytes, their inner products a "
+                     f"{_num(grid, 'inner_product')}{ncu}.")
+    if splitk is not None and "kernel_speedup" in splitk.numbers:
+        items.append(f"The rewrite, checked against the original and a float32 reference, made the kernel "
+                     f"{_num(splitk, 'kernel_speedup')} faster in the profile and the engine {_num(splitk, 'measured_x', '.4g')} "
+                     f"faster in alternating rounds.")
+    return [f"{i}. {item}" for i, item in enumerate(items[:4], 1)]
+
+
+def stand_in_caveat(s: dict[str, Finding]) -> str:
+    """Beside a ceiling or a "not reachable": the shares are the stand-in's, in a few words from what the run
+    records, and where the full statement is; "" when the box is the declared hardware."""
+    survey, levers = s["survey"], s["levers"]
+    if "stand-in" not in survey.labels:
+        return ""
+    what = engine_left_out(levers)
+    box = survey.data["box"].get("gpu") or "a CPU"
+    return (f" (shares measured on the stand-in, {box}" + (f", with {', '.join(what)}" if what else "")
+            + f": [the stand-in's limits]({LIMITS_ANCHOR}))")
+
+
+def stand_in_limits(s: dict[str, Finding], run: dict[str, Any]) -> str:
+    """The stand-in's limits, said once: what the box measured the shares with, and what the declared box changes."""
+    survey, levers = s["survey"], s["levers"]
+    box = next((row[1] for row in (survey.tables[0].rows if survey.tables else []) if row[0] == "device"), "the box")
+    lines = [f"Every time share, ceiling and \"not reachable\" in this report was measured on {md_text(box)}"
+             + (f" (copy bandwidth {_num(survey, 'copy_gb_s', '.4g')}, measured)" if "copy_gb_s" in survey.numbers else "")
+             + ", with the engine as its own notes record it:", ""]
+    lines += [f"- {md_text(n)}" for n in engine_limits(levers)]
+    bandwidth = declared_bandwidth(run)
+    lines += ["", f"The declared {md_text(run.get('declared_gpu') or 'hardware')} has {_num(survey, 'declared_sm_count', 'd')} "
+              f"(sm_{fmt(survey.number('declared_sm'), '.0f')}) per GPU"
+              + (f" and {bandwidth}" if bandwidth else "; no cited figure for its bandwidth is held, so none is given")
+              + ": the shares move there (a smaller weight read with FP8/FP4 weights, another memory system, the TP "
+              "all-reduce added), so a ceiling here is the stand-in's, not the deployment's."]
+    return "\n".join(lines)
+
+
+def first_screen(s: dict[str, Finding], decision: dict[str, Any] | None, run: dict[str, Any]) -> str:
+    """The lines that follow the title: recommendation and measurement box first (the report's first three lines)."""
+    lines = [f"- **Recommendation:** {recommendation(s, decision)}",
+             f"- **Measured on:** {measured_on(s, run)}",
+             f"- **Not covered by this evidence:** {not_covered(s, run)}",
+             f"- **Next bottleneck:** {next_bottleneck(s)}", "", "### Why", "", *why(s)]
+    if "stand-in" in s["survey"].labels:
+        lines += ["", "### The stand-in's limits", "", stand_in_limits(s, run)]
+    return "\n".join(lines)
+
+
+def decision_caveat(s: dict[str, Finding], run: dict[str, Any]) -> str:
+    """Beside the decision: the deployment's own default for the investigated kernel, which the run did not measure."""
+    missed = unmeasured_default_backends(s, run)
+    return (" Note: " + "; ".join(missed) + ".") if missed else ""
