@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reports.format import code, fmt, md_text, short
+from reports.format import code, distinct_digits, fmt, md_text, short
 from reports.numbers import chosen_option, num
 from schema.finding import Finding
 
@@ -27,8 +27,12 @@ def goal_text(levers: Finding) -> str:
             f"(a {_num(levers, 'step_budget_ms', '.3g')} step budget)")
 
 
-def _interval(f: Finding, low: str, high: str) -> str:
-    return f" [{fmt(f.number(low), '.4g')}, {fmt(f.number(high), '.4g')}]" if low in f.numbers and high in f.numbers else ""
+def _interval(f: Finding, low: str, high: str, point: str) -> str:
+    if low not in f.numbers or high not in f.numbers:
+        return ""
+    # to the digits at which the point and its ends read apart (a "[2.199, 2.21]" hides the digit it hangs on)
+    spec = f"#.{distinct_digits([f.number(point), f.number(low), f.number(high)], 4)}g"
+    return f" [{fmt(f.number(low), spec)}, {fmt(f.number(high), spec)}]"
 
 
 def recommendation(s: dict[str, Finding], decision: dict[str, Any] | None) -> str:
@@ -42,7 +46,7 @@ def recommendation(s: dict[str, Finding], decision: dict[str, Any] | None) -> st
         where = "at or above" if splitk.number("splitk_tok_s") >= goal else "below"
         return (f"take {what}{f' (the {op} operation)' if op else ''}: measured {_num(splitk, 'splitk_tok_s', '.4g')} "
                 f"(projected), {_num(splitk, 'measured_x', '.4g')}"
-                f"{_interval(splitk, 'measured_low_x', 'measured_high_x')} over the profiled setting's "
+                f"{_interval(splitk, 'measured_low_x', 'measured_high_x', 'measured_x')} over the profiled setting's "
                 f"{_num(splitk, 'rounds_reference_tok_s', '.4g')}; {where} {goal_text(levers)}.")
     if decision and options is not None and f"{chosen}_upper_x" in options.numbers:
         return (f"`{chosen}` ({decision['source']}), not measured in this run: the options bound it at "
@@ -152,7 +156,8 @@ def next_bottleneck(s: dict[str, Finding]) -> str:
         lead = (f"the {code(op)} operation ({md_text(r2.data['category'])}, kernel {code(short(r2.data['kernel'], 40))})" if op
                 else f"{code(short(r2.data['kernel'], 60))} ({md_text(r2.data['category'])})")
         return (f"{lead}: {share}; even instant, the ceiling is "
-                f"{_num(r2, 'ceiling_tok_s', '.4g')} (projected): the goal is {reach} this way{stand_in_caveat(s)}.")
+                f"{_num(r2, 'ceiling_tok_s', '.4g')} (projected): the goal is {reach}{'' if ' by ' in reach else ' this way'}"
+                f"{stand_in_caveat(s)}.")
     if ceiling is not None:
         return ("not measured: no second profile after the decision; the first round's ceiling is "
                 f"{_num(ceiling, 'ceiling_tok_s', '.4g')} (projected){stand_in_caveat(s)}.")

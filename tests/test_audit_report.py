@@ -86,7 +86,11 @@ def test_every_number_on_the_first_screen_is_one_its_linked_finding_holds(which,
     # the bare interval beside the split-K ratio is the split-K finding's own interval
     splitk = held["08-splitk"]
     low, high = splitk.number("measured_low_x"), splitk.number("measured_high_x")
-    assert f"[{low:.4g}, {high:.4g}]" in screen
+    printed = re.search(r"\] ?\[([\d.]+), ([\d.]+)\] over the profiled", screen) or re.search(r" \[([\d.]+), ([\d.]+)\] over the profiled", screen)
+    assert printed, screen[:600]
+    # its own values, to the digits at which they read apart from each other and the point
+    assert [float(x) for x in printed.groups()] == [pytest.approx(low, rel=1e-3), pytest.approx(high, rel=1e-3)]
+    assert len(set(printed.groups())) == 2
 
 
 def _formats(number, spec: str) -> bool:
