@@ -99,7 +99,10 @@ def failure_groups(held: Consistency, verdict: str | None = None) -> list[dict[s
 
 
 def _interval_x(c) -> str:
-    return f" [{fmt(c.measured_interval[0], '.4g')}, {fmt(c.measured_interval[1], '.4g')}]" if c.measured_interval else ""
+    if not c.measured_interval:
+        return ""
+    spec = f"#.{distinct_digits([c.measured_x, *c.measured_interval, c.claim_x], 4)}g"
+    return f" [{fmt(c.measured_interval[0], spec)}, {fmt(c.measured_interval[1], spec)}]"
 
 
 def against_finding(held: Consistency | None, finding: Finding | None, measurement: str | None = None) -> str:
@@ -111,7 +114,8 @@ def against_finding(held: Consistency | None, finding: Finding | None, measureme
     mine = [c for c in held.checks if c.kind == "bound" and c.claim_finding == finding.stem
             and (measurement is None or c.measurement == measurement)]
     parts = []
-    for verdict, what in (("violated", "beaten in this run by"), ("within noise of the bound", "not separable, within noise, from")):
+    for verdict, what in (("violated", "beaten in this run by"), ("within noise of the bound", "not separable, within noise, from"),
+                          ("within the bound's model error", "above the point but within the bound's model error by")):
         seen: dict[str, Any] = {}
         for c in mine:
             if c.verdict == verdict and c.measurement not in seen:
@@ -130,7 +134,8 @@ def measurement_against(held: Consistency | None, measurement: str) -> str:
     if held is None:
         return ""
     parts = []
-    for verdict, what in (("violated", "above the bound"), ("within noise of the bound", "within noise of the bound")):
+    for verdict, what in (("violated", "above the bound"), ("within noise of the bound", "within noise of the bound"),
+                          ("within the bound's model error", "above, within the model error of, the bound")):
         values: dict[float, list[str]] = {}
         for c in held.checks:
             if c.kind == "bound" and c.measurement == measurement and c.verdict == verdict:

@@ -48,6 +48,10 @@ class Bound(_Model):
     applies_to: Literal["any", "declared", "what-if"] | str = "any"  # a backend name, or a class of measurement
     seqs: list[int] = Field(default_factory=list)
     spread: float | None = None  # relative uncertainty the stating step gave it
+    # the bound as far as its model leaves it known (where the profiler's stretch of the step lies), and what
+    # else of the model is not counted in it (the layers run against the model's mix, the attribution rule)
+    model_range: tuple[float, float] | None = None
+    model_note: str = ""
 
     @property
     def tok_s(self) -> float:
@@ -96,8 +100,8 @@ class Check(_Model):
     measured_x: float
     measured_interval: tuple[float, float] | None = None
     # "exceeded": a measurement beat an estimate the run stated (above an upper estimate, or above one with no side)
-    verdict: Literal["holds", "within noise of the bound", "violated", "missed", "exceeded", "not comparable",
-                     "beyond the kernel bound", "undetermined"]
+    verdict: Literal["holds", "within noise of the bound", "within the bound's model error", "violated", "missed",
+                     "exceeded", "not comparable", "beyond the kernel bound", "undetermined"]
     note: str = ""
     cause: str = ""
 

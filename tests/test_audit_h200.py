@@ -188,3 +188,31 @@ def test_the_kernel_estimate_is_held_against_its_own_call(h200_audit_run):
     assert check["verdict"] == "exceeded"
     report = (h200_audit_run / "PROFILE_FINDINGS.md").read_text()
     assert "| exceeded |" in report
+
+
+def test_a_bound_carries_its_model_error_and_only_beyond_it_is_a_failure(h200_audit_run):
+    """Audit: "FlashMLA violated the bound" at 2.226x [2.213, 2.238] against 2.206x, while the profiled step window
+    (7.525 ms) is 1.56% longer than the unprofiled step (7.409 ms) and the measured layers are not the model's mix."""
+    profile, ceiling = finding(h200_audit_run, "03-profile"), finding(h200_audit_run, "05-ceiling")
+    window, timed = profile["numbers"]["step_window_ms"]["value"], profile["numbers"]["timed_step_ms"]["value"]
+    op = profile["numbers"]["operation_step_ms"]["value"]
+    # recomputed: where the stretch W - T lies, all in the rest or all in the operation
+    expect = sorted([window / (window - op), timed / (timed - op), timed / (timed - (op - (window - timed)))])
+    low, high = (ceiling["numbers"][f"operation_instant_{end}_x"]["value"] for end in ("low", "high"))
+    assert (low, high) == (pytest.approx(expect[0]), pytest.approx(expect[-1]))
+    assert "as the profiler's stretch of the step lies" in ceiling["headline"]
+    checks = finding(h200_audit_run, "10-report")["data"]["consistency"]["checks"]
+    flashmla = [c for c in checks if c["measurement"] == "what-if flashmla" and c["claim_finding"] == "05-ceiling"
+                and "sparse_decode instant" in c["claim"]]
+    assert [c["verdict"] for c in flashmla] == ["within the bound's model error"], flashmla
+    assert "the model's mix (2 window-only, 21 c4, 20 c128)" in flashmla[0]["note"]
+    assert "not estimated" in flashmla[0]["note"]
+    # a measurement beyond the range is still a failure: the rule is not a blanket pass
+    from agent import consistency
+    from schema.consistency import Consistency
+    held = Consistency.model_validate(finding(h200_audit_run, "10-report")["data"]["consistency"])
+    bound = next(b for b in held.bounds if b.finding == "05-ceiling" and b.scope == "operation")
+    measured = next(m for m in held.measurements if m.name == "what-if flashmla")
+    beyond = measured.model_copy(update={"x": high * 1.05, "interval": (high * 1.02, high * 1.08)})
+    verdicts = [c.verdict for c in consistency.hold([bound], [beyond], [], "SGLANG_SM120_FLASHMLA_BACKEND")]
+    assert verdicts == ["violated"]

@@ -91,6 +91,22 @@ def bound_spread(times: dict[str, Any], part_ms: float) -> float | None:
     return min(stdev(windows) / rest, 10.0)
 
 
+def stretch_range(times: dict[str, Any], part_ms: float) -> tuple[float, float] | None:
+    """The instant bound ``W / (W - t)`` as far as the profiler's stretch of the step leaves it known: the
+    profiled window a step W differs from the step timed without the profiler T, and where that difference lies
+    (in the part made instant, or in the rest) is not measured. All of it in the rest: ``T / (T - t)``; all of
+    it in the part: ``T / (T - (t - (W - T)))``. Returns (lowest, highest) of those and the shares-of-W bound;
+    None without a timed step."""
+    steps, timed = times["steps"], times.get("timed_step_ms")
+    if not timed or not steps:
+        return None
+    window, part = times["window_ms"] / steps, part_ms / steps
+    stretch = window - timed
+    candidates = [window / (window - part)] if window > part else []
+    candidates += [timed / (timed - t) for t in (part, part - stretch) if 0 <= t < timed]
+    return (min(candidates), max(candidates)) if candidates else None
+
+
 def step_against_goal(step_text: str, batch: int, goal) -> str:
     """The projected step against the goal, said one way in every finding: the goal's own budget (its
     concurrency's tokens at its rate) where the step was measured at that concurrency; elsewhere the

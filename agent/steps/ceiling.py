@@ -10,7 +10,7 @@ from agent.evidence import typed
 from agent.session import Session
 from agent.state import InvestigationState, finding_for, findings_of
 from agent.steps import Draft
-from agent.steps.amdahl import amdahl, bound_spread, ceiling_table, profile_times, quoted, speedup_needed, step_against_goal
+from agent.steps.amdahl import amdahl, bound_spread, ceiling_table, profile_times, quoted, speedup_needed, stretch_range, step_against_goal
 from reports.format import fmt, fmt_spread
 from schema.finding import Finding, Number, Table
 
@@ -55,7 +55,10 @@ def compute_ceiling(state: InvestigationState, session: Session, target: Target)
     _published_case(target, numbers, data)
     kernel_text = f"the kernel alone {fmt_spread(kernel_x, kernel_spread)}x"
     on_rank = f"rank {times['rank']}'s trace ({times['rank_why']}): " if times["rank"] is not None else ""
-    headline = (on_rank + f"even an instant {what} gives {fmt_spread(bound_x, spread)}x"
+    low, high = (numbers.get(f"{data['bound']}_instant_{end}_x") for end in ("low", "high"))
+    known = (f" ({fmt(low.value, '.3g')}-{fmt(high.value, '.3g')} as the profiler's stretch of the step lies)"
+             if low is not None and high is not None else "")
+    headline = (on_rank + f"even an instant {what} gives {fmt_spread(bound_x, spread)}x{known}"
                 + (f" ({kernel_text})" if op_name else "")
                 + f": {fmt(tok_s, '.3g')} -> {fmt_spread(best_tok_s, spread)} tok/s (projected), "
                 + ("reaching" if reachable else "short of") + f" the goal of {goal:.0f} tok/s "
@@ -118,6 +121,17 @@ def _numbers(target: Target, profile: Finding, times: dict[str, Any], kernel: st
         "speedup_needed": Number(value=needed, unit="x", label=f"speedup of {what} that would meet the goal (none: unreachable)"),
         "profiled_step_ms": Number(value=times["whole_ms"] / steps, unit="ms", label="the profiled window a step, the profiler's gaps included", seqs=ev),
     }
+    for key, part_ms, name in (("kernel", part, "the kernel"), ("operation", op_part, "the operation")):
+        known = stretch_range(times, part_ms) if part_ms is not None else None
+        if known is None:
+            continue
+        # the bound as far as the profiler's stretch of the step leaves it known (its modelling error, issue 30)
+        stretch = times["window_ms"] / times["steps"] / times["timed_step_ms"] - 1
+        for end, value in zip(("low", "high"), known):
+            numbers[f"{key}_instant_{end}_x"] = Number(
+                value=value, unit="x", seqs=ev,
+                label=(f"{name} instant, {end} end: the profiled window a step is {100 * stretch:+.2g}% of the step timed "
+                       f"without the profiler, and whether that lies in {name} or the rest is not measured"))
     if op_part is not None:
         numbers["operation_ms"] = Number(value=op_part, unit="ms", label=f"t_op: {op_name} (the kernel and the rest of its call) in the profile{on_rank}", seqs=ev)
         numbers["operation_share"] = Number(value=op_part / window, unit="fraction", label="t_op / W", seqs=ev)
