@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from reports.format import code, distinct_digits, fmt, md_text, short
-from reports.numbers import chosen_option, num
+from reports.numbers import chosen_option, finding_link, num
 from schema.finding import Finding
 
 LIMITS_ANCHOR = "#the-stand-ins-limits"
@@ -179,6 +179,10 @@ def why(s: dict[str, Finding]) -> list[str]:
                      f"{stand_in_caveat(s)}.")
     if grid is not None and "redundancy_factor" in grid.numbers:
         ncu = f"; Nsight Compute: {_num(grid, 'bound')}" if "bound" in grid.numbers else ""
+        binds = ((grid.data.get("diagnosis") or {}).get("rewrite_estimate") or {}).get("binding")
+        if binds and "binding" in grid.numbers:  # what the counters say binds, not the speed-of-light verdict alone
+            ncu = (f"; Nsight Compute: {md_text(binds['short'])} ({finding_link(grid)}, the counters of "
+                   f"{md_text(binds['source'])})" + ("" if binds.get("bytes_bind") else ": not the bytes"))
         items.append(f"Its programs load {_num(grid, 'redundancy_factor')} the unique bytes, their inner products a "
                      f"{_num(grid, 'inner_product')}{ncu}.")
     if splitk is not None and "kernel_speedup" in splitk.numbers:

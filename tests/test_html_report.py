@@ -45,6 +45,8 @@ frame.src = "REPORT_URL";
 document.body.appendChild(frame);
 function check(doc, href) {
   if (href.startsWith("#")) return {href, ok: doc.getElementById(decodeURIComponent(href.slice(1))) !== null};
+  // a citation's web page is not the run's: the test talks to no network (the link is checked to be https)
+  if (/^https?:/.test(href)) return {href, ok: href.startsWith("https://"), external: true};
   const url = new URL(href, doc.baseURI);
   const xhr = new XMLHttpRequest();
   xhr.open("GET", url.href.split("#")[0], false);
