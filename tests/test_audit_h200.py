@@ -216,3 +216,15 @@ def test_a_bound_carries_its_model_error_and_only_beyond_it_is_a_failure(h200_au
     beyond = measured.model_copy(update={"x": high * 1.05, "interval": (high * 1.02, high * 1.08)})
     verdicts = [c.verdict for c in consistency.hold([bound], [beyond], [], "SGLANG_SM120_FLASHMLA_BACKEND")]
     assert verdicts == ["violated"]
+
+
+def test_one_baseline_figure_and_the_others_said_where_they_differ(h200_audit_run):
+    levers, profile = finding(h200_audit_run, "02-levers"), finding(h200_audit_run, "03-profile")
+    sweep, profiled = levers["numbers"]["baseline_tok_s"]["value"], profile["numbers"]["setting_tok_s"]["value"]
+    assert f"{sweep:.4g}" != f"{profiled:.4g}"  # the recorded run's two baselines differ in the fourth digit
+    report = (h200_audit_run / "PROFILE_FINDINGS.md").read_text()
+    quoted = [line for line in report.splitlines()
+              if f"**{profiled:.4g} tok/s**" in line and ("profiled setting" in line or line.startswith("5. projected"))]
+    assert len(quoted) == 2
+    for line in quoted:
+        assert "the profiled run" in line and f"{sweep:.4g}" in line, line
