@@ -226,10 +226,28 @@ def first_screen(s: dict[str, Finding], decision: dict[str, Any] | None, run: di
     lines = [f"- **Recommendation:** {recommendation(s, decision)}",
              f"- **Measured on:** {measured_on(s, run)}",
              f"- **Not covered by this evidence:** {not_covered(s, run)}",
-             f"- **Next bottleneck:** {next_bottleneck(s)}", "", "### Why", "", *why(s)]
+             f"- **Next bottleneck:** {next_bottleneck(s)}",
+             *([f"- **What else the run measured:** {steps}"] if (steps := evidence_beyond(s)) else []),
+             "", "### Why", "", *why(s)]
     if "stand-in" in s["survey"].labels:
         lines += ["", "### The stand-in's limits", "", stand_in_limits(s, run)]
     return "\n".join(lines)
+
+
+def evidence_beyond(s: dict[str, Finding]) -> str:
+    """Beside the next bottleneck, what else this run measured that a next step would start from (round 2's
+    ``beyond``: the rewrite's profile's other kernel categories, the levers measured moving the baseline up), each
+    linked to the finding that holds it; "" where round 2 recorded none."""
+    r2, levers = s.get("round2"), s.get("levers")
+    beyond = (r2.data.get("beyond") or {}) if r2 is not None else {}
+    parts = []
+    if beyond.get("categories"):
+        shares = ", ".join(f"{md_text(c['category'])} {100 * c['share_of_kernel_time']:.0f}%" for c in beyond["categories"][:3])
+        parts.append(f"the rest of the rewrite's profile by kernel time: {shares} ({finding_link(r2)})")
+    if beyond.get("levers_up") and levers is not None:
+        up = ", ".join(f"{code(m['lever'])} {100 * (m['ratio'] - 1):+.1f}%" for m in beyond["levers_up"])
+        parts.append(f"levers measured to move the baseline up, before the rewrite: {up} ({finding_link(levers)})")
+    return "; ".join(parts) + ("." if parts else "")
 
 
 def decision_caveat(s: dict[str, Finding], run: dict[str, Any]) -> str:

@@ -228,3 +228,12 @@ def test_one_baseline_figure_and_the_others_said_where_they_differ(h200_audit_ru
     assert len(quoted) == 2
     for line in quoted:
         assert "the profiled run" in line and f"{sweep:.4g}" in line, line
+
+
+def test_the_first_screen_says_what_else_the_run_measured(h200_audit_run):
+    beyond = finding(h200_audit_run, "09-round2")["data"]["beyond"]
+    screen = (h200_audit_run / "PROFILE_FINDINGS.md").read_text().split("### Why")[0]
+    line = next(x for x in screen.splitlines() if x.startswith("- **What else the run measured:**"))
+    top = beyond["categories"][0]
+    assert f"{top['category']} {100 * top['share_of_kernel_time']:.0f}%" in line and "[09-round2]" in line, line
+    assert all(f"`{m['lever']}` {100 * (m['ratio'] - 1):+.1f}%" in line for m in beyond["levers_up"]), line
