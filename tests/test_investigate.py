@@ -107,6 +107,11 @@ def test_the_split_k_step_ran_and_checked_its_kernel(dsv4_run):
     calls = splitk["data"]["calls"]
     assert calls and all(c["check_ok"] and c["check"]["engine_call"] is not None for c in calls)
     assert all(c["check"]["config_name"] == c["call"]["config"] for c in calls)
+    # issue 29: the decision is for the declared sm_120 box, so the rewrite built, checked and timed is its plan's
+    # (on this CPU box the interpreter runs the sm_120 family), said in the headline
+    assert splitk["data"]["plan"]["arch"] == 120 and splitk["data"]["setting"]["env"]["PERF_INVESTIGATOR_SPLITK_ARCH"] == "120"
+    assert all(c["call"]["config"].startswith("sm120_") and c["check"]["plan_arch"] == 120 for c in calls), calls
+    assert splitk["headline"].startswith("split-K (sm_120's kernels under the CPU interpreter)")
 
 
 def test_options_bound_the_fallbacks_by_their_floors_and_the_report_shows_the_measured_outcome(dsv4_run):
