@@ -47,7 +47,8 @@ def recommendation(s: dict[str, Finding], decision: dict[str, Any] | None) -> st
         return (f"take {what}{f' (the {op} operation)' if op else ''}: measured {_num(splitk, 'splitk_tok_s', '.4g')} "
                 f"(projected), {_num(splitk, 'measured_x', '.4g')}"
                 f"{_interval(splitk, 'measured_low_x', 'measured_high_x', 'measured_x')} over the profiled setting's "
-                f"{_num(splitk, 'rounds_reference_tok_s', '.4g')}; {where} {goal_text(levers)}.")
+                f"{_num(splitk, 'rounds_reference_tok_s', '.4g')} in the same alternating rounds (the sweep's baseline "
+                f"median: {_num(levers, 'baseline_tok_s', '.4g')}); {where} {goal_text(levers)}.")
     if decision and options is not None and f"{chosen}_upper_x" in options.numbers:
         return (f"`{chosen}` ({decision['source']}), not measured in this run: the options bound it at "
                 f"{_num(options, f'{chosen}_upper_x', '.4g')} over the profiled setting, against {goal_text(levers)}.")
@@ -130,8 +131,12 @@ def unmeasured_default_backends(s: dict[str, Finding], run: dict[str, Any]) -> l
 def not_covered(s: dict[str, Finding], run: dict[str, Any]) -> str:
     """The deployment's defaults not measured, the layer kinds not run, and in a few words what the engine left
     out (its notes, whole, are in the stand-in's limits: said once)."""
-    levers = s["levers"]
-    parts = unmeasured_default_backends(s, run) + [p for p in [unmeasured_layers(levers)] if p]
+    levers, splitk = s["levers"], s.get("splitk")
+    plan = (splitk.data.get("plan") or {}) if splitk is not None else {}
+    # the rewrite measured is the declared GPU's only where the run built that GPU's plan (issue 29)
+    box_plan = ([f"the rewrite measured is {md_text(plan['text'])} ({finding_link(splitk)}): the declared GPU's own "
+                 f"plan was not measured in this run"] if plan and not plan.get("declared") else [])
+    parts = box_plan + unmeasured_default_backends(s, run) + [p for p in [unmeasured_layers(levers)] if p]
     left = engine_left_out(levers)
     if left:
         parts.append(", ".join(left) + f" ([the stand-in's limits]({LIMITS_ANCHOR}))")
@@ -243,7 +248,7 @@ def evidence_beyond(s: dict[str, Finding]) -> str:
     parts = []
     if beyond.get("categories"):
         shares = ", ".join(f"{md_text(c['category'])} {100 * c['share_of_kernel_time']:.0f}%" for c in beyond["categories"][:3])
-        parts.append(f"the rest of the rewrite's profile by kernel time: {shares} ({finding_link(r2)})")
+        parts.append(f"the rewrite's profile by kernel time: {shares} ({finding_link(r2)})")
     if beyond.get("levers_up") and levers is not None:
         up = ", ".join(f"{code(m['lever'])} {100 * (m['ratio'] - 1):+.1f}%" for m in beyond["levers_up"])
         parts.append(f"levers measured to move the baseline up, before the rewrite: {up} ({finding_link(levers)})")

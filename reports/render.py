@@ -10,7 +10,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from reports.format import Markdown, cell, code, distinct_digits, fmt, fmt_spread, md_text, pct, short, signed_pct
 from reports.first_screen import decision_caveat, first_screen, stand_in_caveat
 from reports.numbers import chosen_option, finding_link, log_links, num, number_text  # noqa: F401 (the report's names)
-from schema.consistency import Consistency
+from schema.consistency import KERNEL_MEASUREMENT, Consistency
 from schema.finding import Finding, Table
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
@@ -21,7 +21,7 @@ def _env() -> Environment:
                       trim_blocks=True, lstrip_blocks=True, autoescape=False)
     # code: a name as a code span that survives any backtick or pipe in it; md: text that renders as itself
     env.filters.update(fmt=fmt, pct=pct, signed_pct=signed_pct, cell=cell, short=short, code=code, md=md_text)
-    env.globals.update(first_screen=first_screen, decision_caveat=decision_caveat, stand_in_caveat=stand_in_caveat, log_links=log_links, finding_link=finding_link, num=num, table=table, decision_table=decision_table,
+    env.globals.update(digit_spec=digit_spec, first_screen=first_screen, decision_caveat=decision_caveat, stand_in_caveat=stand_in_caveat, log_links=log_links, finding_link=finding_link, num=num, table=table, decision_table=decision_table,
                        against_finding=against_finding, failure_groups=failure_groups,
                        measurement_against=measurement_against, gates_split=gates_split)
     return env
@@ -75,6 +75,11 @@ def decision_table(options: Finding, decision: dict[str, Any] | None, splitk: Fi
     if estimates:
         note += "; estimate (x): " + "; ".join(estimates)
     return Table(title="Decision", columns=columns, rows=rows, note=note)
+
+
+def digit_spec(values, at_least: int = 3) -> str:
+    """The format for a figure and its interval's ends: the digits at which those that differ read apart."""
+    return f"#.{distinct_digits([v for v in values if v is not None], at_least)}g"
 
 
 def render_finding(finding: Finding) -> str:
@@ -165,8 +170,9 @@ def consistency_table(held: Consistency) -> Table:
                       "of it when its point and its interval lie on two sides of it; a prediction misses when its interval and the measurement's do not "
                       "overlap; a prediction's interval is the profiled steps' window spread, not a confidence interval; "
                       "a measured interval is its comparison's 95% interval; x: throughput against the bound's "
-                      "reference setting (the split-K kernel (profiles) row: the kernel's time before / after, its interval "
-                      "the two profiles' step spread); claims to four digits, or to the digits their spread supports")
+                      "reference setting" + (" (the split-K kernel (profiles) row: the kernel's time before / after, its interval "
+                      "the two profiles' step spread)" if any(c.measurement == KERNEL_MEASUREMENT for c in held.checks) else "")
+                      + "; claims to four digits, or to the digits their spread supports")
 
 
 def render_report(findings: list[Finding], decision: dict[str, Any] | None, run: dict[str, Any],

@@ -50,7 +50,7 @@ class Bound(_Model):
     spread: float | None = None  # relative uncertainty the stating step gave it
     # the bound as far as its model leaves it known (where the profiler's stretch of the step lies), and what
     # else of the model is not counted in it (the layers run against the model's mix, the attribution rule)
-    model_range: tuple[float, float] | None = None
+    model_range: tuple[float, float | None] | None = None  # a top of None: unbounded
     model_note: str = ""
 
     @property
@@ -115,3 +115,7 @@ class Consistency(_Model):
     @property
     def failures(self) -> list[Check]:
         return [c for c in self.checks if c.verdict in ("violated", "missed", "exceeded")]
+
+
+# The measurement name of the split-K kernel's speedup read from the two profiles (pooled over the engine's calls).
+KERNEL_MEASUREMENT = "split-K kernel (profiles)"

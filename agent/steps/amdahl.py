@@ -103,7 +103,11 @@ def stretch_range(times: dict[str, Any], part_ms: float) -> tuple[float, float] 
     window, part = times["window_ms"] / steps, part_ms / steps
     stretch = window - timed
     candidates = [window / (window - part)] if window > part else []
-    candidates += [timed / (timed - t) for t in (part, part - stretch) if 0 <= t < timed]
+    for t in (part, part - stretch):
+        if t >= timed:  # the stretch is more than the rest: all of it in the rest leaves none, the bound unbounded
+            candidates.append(math.inf)
+        elif t >= 0:
+            candidates.append(timed / (timed - t))
     return (min(candidates), max(candidates)) if candidates else None
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from typing import Any
 
 from agent import consistency, engine_sglang
@@ -56,8 +58,10 @@ def compute_ceiling(state: InvestigationState, session: Session, target: Target)
     kernel_text = f"the kernel alone {fmt_spread(kernel_x, kernel_spread)}x"
     on_rank = f"rank {times['rank']}'s trace ({times['rank_why']}): " if times["rank"] is not None else ""
     low, high = (numbers.get(f"{data['bound']}_instant_{end}_x") for end in ("low", "high"))
-    known = (f" ({fmt(low.value, '.3g')}-{fmt(high.value, '.3g')} as the profiler's stretch of the step lies)"
-             if low is not None and high is not None else "")
+    known = ("" if low is None else
+             f" ({fmt(low.value, '.3g')} and up, unbounded: the profiler's stretch of the step exceeds the rest of it)"
+             if high is None else
+             f" ({fmt(low.value, '.3g')}-{fmt(high.value, '.3g')} as the profiler's stretch of the step lies)")
     headline = (on_rank + f"even an instant {what} gives {fmt_spread(bound_x, spread)}x{known}"
                 + (f" ({kernel_text})" if op_name else "")
                 + f": {fmt(tok_s, '.3g')} -> {fmt_spread(best_tok_s, spread)} tok/s (projected), "
@@ -128,6 +132,8 @@ def _numbers(target: Target, profile: Finding, times: dict[str, Any], kernel: st
         # the bound as far as the profiler's stretch of the step leaves it known (its modelling error, issue 30)
         stretch = times["window_ms"] / times["steps"] / times["timed_step_ms"] - 1
         for end, value in zip(("low", "high"), known):
+            if math.isinf(value):  # unbounded (the stretch exceeds the rest): no number, said where it is read
+                continue
             numbers[f"{key}_instant_{end}_x"] = Number(
                 value=value, unit="x", seqs=ev,
                 label=(f"{name} instant, {end} end: the profiled window a step is {100 * stretch:+.2g}% of the step timed "
@@ -149,8 +155,8 @@ def _tables(kernel: str, times: dict[str, Any], tok_s: float,
 
     def precision(rest: str, spread: float | None) -> str:
         # each table quotes the spread of its own rest of the step (W - t_k, W - t_op): the one its digits follow
-        return (f"; quoted to the digits the steps' spread supports (the rest of the step, {rest}, varies by up to "
-                f"{100 * spread:.2g}% of itself step to step)" if spread is not None else "")
+        return (f"; quoted to the digits the steps' spread supports (the steps' window's standard deviation is "
+                f"{100 * spread:.2g}% of the rest of the step, {rest})" if spread is not None else "")
     tables = [Table(title=f"Amdahl ceiling for {kernel}", columns=["kernel speedup", "step speedup", "tok/s (projected)"],
                     rows=quoted(ceiling_table(window, part, tok_s), kernel_spread),
                     note="step speedup = 1 / (1 - t_k/W + t_k/(W s)); tok/s = measured x step speedup"
@@ -179,3 +185,8 @@ def _published_case(target: Target, numbers: dict[str, Number], data: dict[str, 
     if published.get("steps"):  # its totals are over its steps; the report's other T's are one step's
         data["published"].update(steps=published["steps"], step_ms=p_total / published["steps"],
                                   dominant_step_ms=published["dominant_ms"] / published["steps"])
+        # its rate at the goal's concurrency is a step of its own: where that is far longer than its kernel time a
+        # step, the two figures do not describe one step, and scaling the rate by T / (T - t) is said to rest on that
+        rate_step = 1000.0 * target.goal.concurrency / published["tok_s"]
+        data["published"].update(rate_step_ms=rate_step, concurrency=target.goal.concurrency,
+                                  reconciles=rate_step <= 1.5 * data["published"]["step_ms"])

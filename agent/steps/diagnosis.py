@@ -113,9 +113,10 @@ def _counter_basis(diagnosis: dict[str, Any], counters: dict[str, Any], binds: d
     said += (f". The rewrite cuts the binding path twice: it loads each KV tile once per head block ({factor:.3g}x fewer "
              "load bytes, and their LSU wavefronts)"
              + (f" and forms the inner products with tl.dot, so the multiply-reduce's tl.sum reductions (lines {lines}: "
-                "shared-memory and shuffle traffic, the MIO stalls) leave it" if diagnosis.get("inner_product") != "tensor-core dot" else "")
+                "shared-memory and shuffle traffic, a likely source of the MIO stalls: the capture does not attribute them "
+                "by source line) leave it" if diagnosis.get("inner_product") != "tensor-core dot" else "")
              + f"; the estimate takes the kernel's time to fall as its loads do ({factor:.3g}x): no bound on either side, "
-             "since the reductions removed can add to it and what binds next (the rewrite was not profiled) can take from it")
+             "since the reductions removed can add to it and what binds next (the rewrite has no Nsight Compute capture) can take from it")
     return said
 
 

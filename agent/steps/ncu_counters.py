@@ -129,7 +129,7 @@ def binding(counters: dict[str, Any], loaded_bytes: int | None = None) -> dict[s
         l1 = (f"L1/TEX's {_pct(counters.get('l1_pct'))} ({counters['l1_metric'].split('.')[0]}) is {L1_PARTS[busiest]}, "
               f"{_pct(parts[busiest])} ({name})")
         if busiest != BANK_READS and bank is not None:
-            l1 += f", while its data banks read {_pct(bank)} of peak ({BANK_READS.split('.')[0]}): many small accesses, not bytes"
+            l1 += f", while its data banks read {_pct(bank)} of peak ({BANK_READS.split('.')[0]}): wavefronts, not data-bank bytes (the capture does not split shared-memory from global traffic)"
         said.append(l1)
     groups, cycles = counters.get("stall_groups") or [], counters.get("cycles_per_issue")
     top = groups[0] if groups else None

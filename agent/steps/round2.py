@@ -277,12 +277,15 @@ def evidence_beyond(merged, top, levers: Finding | None, shown: int = 3) -> dict
     the levers the sweep measured moving throughput up (against the baseline, before the rewrite). Only what
     was measured; ``text`` is the headline's clause."""
     total = merged.kernel_time_us or 0.0
+    # every category's share, the dominant kernel's own category included beside the kernel (its other kernels)
     shares = sorted(((category, us / total) for category, us in (merged.categories or {}).items()
-                     if total and us > 0 and category != top.category), key=lambda pair: -pair[1])
+                     if total and us > 0), key=lambda pair: -pair[1])
     movers = [{"lever": r["name"], "ratio": r["ratio"], "interval": r.get("interval")}
               for r in ((levers.data.get("levers") or []) if levers else []) if r.get("status") == "moves up"]
-    parts = [f"{category} {100 * share:.0f}%" for category, share in shares[:shown]]
-    text = f"; the rest of its kernel time: {', '.join(parts)}" if parts else ""
+    parts = [f"{category} {100 * share:.0f}%" + (f" (the dominant kernel {100 * top.share:.0f}% of it)"
+                                                   if category == top.category else "")
+             for category, share in shares[:shown + 1]]
+    text = f"; its kernel time by category: {', '.join(parts)}" if parts else ""
     if movers:
         text += "; levers measured to move the baseline up: " + ", ".join(
             f"{m['lever']} {ratio_text(m['ratio'], *(m['interval'] or (None, None)))}" for m in movers)
