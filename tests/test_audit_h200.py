@@ -255,3 +255,12 @@ def test_a_bound_whose_stretch_exceeds_the_rest_is_unbounded_above():
     low, high = stretch_range({"steps": steps, "window_ms": steps * window, "timed_step_ms": timed}, steps * part)
     assert high == math.inf and low == pytest.approx(timed / (timed - (part - (window - timed))))
     assert low <= window / (window - part)  # the point lies in its range
+
+
+def test_the_new_ceiling_carries_its_model_error_too(h200_audit_run):
+    """The second audit: round 2's 817 tok/s (1.85x) had no range, its step's stretch (+2.5%) left out."""
+    round2 = finding(h200_audit_run, "09-round2")
+    low, high = (round2["numbers"][f"operation_instant_{end}_x"]["value"] for end in ("low", "high"))
+    bound = round2["numbers"]["operation_instant_x"]["value"]
+    assert low < bound < high and "as the profiler's stretch of the step lies" in round2["headline"]
+    assert round2["data"]["uncertainty"] >= max(bound / low - 1, high / bound - 1)

@@ -8,6 +8,8 @@ rewrite's kernels' grid where their source is Triton-language code on the box, w
 
 from __future__ import annotations
 
+import math
+
 from statistics import median
 from typing import Any
 
@@ -18,7 +20,8 @@ from agent.evidence import typed
 from agent.session import Session
 from agent.state import InvestigationState, finding_for, findings_of
 from agent.steps import Draft
-from agent.steps.amdahl import amdahl, bound_spread, ceiling_table, profile_times, quoted, speedup_needed, step_against_goal
+from agent.steps.amdahl import (amdahl, bound_spread, ceiling_table, profile_times, quoted, speedup_needed, step_against_goal,
+                                stretch_range)
 from agent.steps.attribution import SHOWN_KERNELS, attribute_dominant, short_name
 from agent.steps.diagnosis import diagnosis_summary, diagnosis_table
 from agent.steps.measurements import interpretation_labels, ratio_text
@@ -342,8 +345,12 @@ def _ceiling(state: InvestigationState, target: Target, splitk: Finding, times: 
     model_error = max((abs(c.measured_x / c.claim_x - 1) for c in
                        consistency.check(findings_of(state), target.model_dump(mode="json")).failures
                        if c.claim_x and "operation" in c.claim), default=0.0)
-    uncertainty = (spread or 0.0) + (splitk.numbers["measured_x"].spread or 0.0) + model_error
+    # the bound as far as the profiler's stretch of the split-K step leaves it known (its modelling error)
+    known = stretch_range(times, op_part if op_part is not None else part)
+    stretch_error = (max(abs(end / bound_x - 1) for end in known) if known else 0.0)
+    uncertainty = (spread or 0.0) + (splitk.numbers["measured_x"].spread or 0.0) + model_error + stretch_error
     parts = ("the bound's spread, the measured tok/s's interval"
+             + (f", where the profiler's stretch of the step lies ({100 * stretch_error:.2g}%)" if stretch_error else "")
              + (f" and this run's operation-level model error so far ({100 * model_error:.2g}%)" if model_error else ""))
     if ceiling_tok_s / (1 + uncertainty) >= goal:
         reachable, reach = True, "reachable"
@@ -355,6 +362,7 @@ def _ceiling(state: InvestigationState, target: Target, splitk: Finding, times: 
             "batch": batch, "kernel_x": kernel_x, "operation_x": operation_x, "bound_x": bound_x,
             "kernel_spread": kernel_spread, "op_spread": op_spread, "spread": spread, "ceiling_tok_s": ceiling_tok_s,
             "model_error": model_error, "uncertainty": uncertainty, "reachable": reachable, "reach": reach,
+            "known": known, "stretch_error": stretch_error,
             "op_name": operation.get("name") if op_part is not None else None,
             "tok_seqs": splitk.numbers["splitk_tok_s"].seqs}
 
@@ -388,6 +396,11 @@ def _ceiling_numbers(target: Target, splitk: Finding, times: dict[str, Any], cei
                                  label=f"speedup of {what} that would meet the goal" if needed is not None else
                                  f"speedup of {what} that would meet the goal: none, even instant it would not"),
     }
+    for end, value in zip(("low", "high"), ceiling["known"] or ()):
+        if not math.isinf(value):  # the bound's range, as the ceiling step states its own
+            numbers[f"{'operation' if op_part is not None else 'kernel'}_instant_{end}_x"] = Number(
+                value=value, unit="x", seqs=seq,
+                label=f"the bound, {end} end, as far as the profiler's stretch of the split-K step leaves it known")
     if op_part is not None:
         numbers["operation_share"] = Number(value=op_part / window, unit="fraction", label="t_op / W", seqs=seq)
         numbers["operation_instant_x"] = Number(value=ceiling["operation_x"], unit="x", label=f"{ceiling['op_name']} instant: 1 / (1 - t_op/W), over the split-K setting", seqs=seq, spread=ceiling["op_spread"])
@@ -445,6 +458,15 @@ def _grid_tables(target: Target, box: dict, subject: str | None, subject_why: st
     return focus
 
 
+def _known_text(ceiling: dict[str, Any]) -> str:
+    known = ceiling.get("known")
+    if not known:
+        return ""
+    if math.isinf(known[1]):
+        return f" ({fmt(known[0], '.3g')} and up, unbounded: the profiler's stretch of the step exceeds the rest of it)"
+    return f" ({fmt(known[0], '.3g')}-{fmt(known[1], '.3g')} as the profiler's stretch of the step lies)"
+
+
 def _headline(levers: Finding | None, top, dominant: bool, unit: str, ceiling: dict[str, Any], what: str, short: str,
               focus: dict | None) -> str:
     spread, reachable, goal = ceiling["spread"], ceiling["reachable"], ceiling["goal"]
@@ -452,7 +474,7 @@ def _headline(levers: Finding | None, top, dominant: bool, unit: str, ceiling: d
     lead = (f"with split-K, {short} {'dominates' if dominant else 'is the largest'}: {100 * top.share:.1f}% of {unit} time "
             f"({top.category})")
     headline = (lead + (f", its operation {op_name} {100 * ceiling['op_part'] / ceiling['window']:.1f}% of the window" if op_name else "")
-                + f"; even an instant {what} gives {fmt_spread(ceiling['bound_x'], spread)}x: {fmt(ceiling['tok_s'], '.3g')} -> {fmt_spread(ceiling['ceiling_tok_s'], spread)} tok/s "
+                + f"; even an instant {what} gives {fmt_spread(ceiling['bound_x'], spread)}x{_known_text(ceiling)}: {fmt(ceiling['tok_s'], '.3g')} -> {fmt_spread(ceiling['ceiling_tok_s'], spread)} tok/s "
                 + ({True: "(projected), reaching the goal", None: "(projected), at the goal within its uncertainty"}.get(
                     reachable, f"(projected), {fmt_spread(goal / ceiling['ceiling_tok_s'], spread)}x short of the goal"))
                 + f" of {goal:.0f} tok/s ({step_against_goal(fmt_spread(ceiling['step_ms'] / ceiling['bound_x'], spread), ceiling['batch'], ceiling['goal_spec'])})")
