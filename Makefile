@@ -29,13 +29,14 @@ investigate: setup
 	$(PY) -m agent investigate $(TARGET) --decide $(DECIDE)
 
 # The SSH box's tests run a real sshd on loopback as box users of their own (scripts/sshd_harness.py):
-# Debian's openssh-server and acl (to deny those users the checkout), and the users' Python
-# environments, built once into /var/cache/perf-investigator/box-envs (a few minutes the first time).
+# Debian's openssh-server and acl (to deny those users the checkout), binutils (the box demangles its traces'
+# kernel names with c++filt into the bench result: tools/trace/kernel_names.py; a fresh Debian lacks it), and the
+# users' Python environments, built once into /var/cache/perf-investigator/box-envs (a few minutes the first time).
 setup-ssh-tests: setup
 	@if [ "$$(id -u)" != 0 ]; then echo "setup-ssh-tests: not root, so no sshd or box users: the SSH box's tests will skip"; \
 	else \
-		{ test -x /usr/sbin/sshd && test -x /usr/bin/setfacl && test -x /usr/bin/ssh-agent && /usr/bin/python3 -c "import ensurepip"; } || \
-		{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q openssh-server openssh-client acl python3-venv; } && \
+		{ test -x /usr/sbin/sshd && test -x /usr/bin/setfacl && test -x /usr/bin/ssh-agent && test -x /usr/bin/c++filt && /usr/bin/python3 -c "import ensurepip"; } || \
+		{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q openssh-server openssh-client acl binutils python3-venv; } && \
 		$(PY) scripts/sshd_harness.py envs; \
 	fi
 

@@ -124,6 +124,8 @@ class ProfileData(_Data):
     parallel: JSON | None = None  # a profile of several rank processes: each rank, the critical one (rank_balance)
     critical: JSON | None = None  # several ranks: the rank whose trace the dominant kernel and the shares come from, and why
     server: JSON | None = None  # an SGLang server's profile: the server, its arguments, the installed SGLang
+    # the bench result's kernel_names for the kernels shown (absent from a journal recorded before the box gave them)
+    kernel_names: JSON | None = None
 
 
 # -- grid -----------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reports.format import code, distinct_digits, fmt, md_text, short
+from reports.format import code, distinct_digits, fmt, kernel_md, md_text
 from reports.numbers import chosen_option, finding_link, num
 from schema.finding import Finding
 
@@ -42,7 +42,7 @@ def recommendation(s: dict[str, Finding], decision: dict[str, Any] | None) -> st
     goal = levers.number("goal_tok_s")
     if chosen == "splitk" and splitk is not None and "splitk_tok_s" in splitk.numbers:
         op = (ceiling.data.get("operation") or {}).get("name") if ceiling else None
-        what = f"the split-K rewrite of {code(short(ceiling.data['kernel'], 60))}" if ceiling else "the split-K rewrite"
+        what = f"the split-K rewrite of {_kernel(s, ceiling, 60)}" if ceiling else "the split-K rewrite"
         where = "at or above" if splitk.number("splitk_tok_s") >= goal else "below"
         return (f"take {what}{f' (the {op} operation)' if op else ''}: measured {_num(splitk, 'splitk_tok_s', '.4g')} "
                 f"(projected), {_num(splitk, 'measured_x', '.4g')}"
@@ -158,8 +158,8 @@ def next_bottleneck(s: dict[str, Finding]) -> str:
         share = (f"{_num(r2, 'operation_share')} of the profiled window with the rewrite" if op
                  else f"{_num(r2, 'dominant_share')} of the time")
         reach = r2.data.get("reach") or ("reachable" if r2.data.get("reachable") else "not reachable")
-        lead = (f"the {code(op)} operation ({md_text(r2.data['category'])}, kernel {code(short(r2.data['kernel'], 40))})" if op
-                else f"{code(short(r2.data['kernel'], 60))} ({md_text(r2.data['category'])})")
+        lead = (f"the {code(op)} operation ({md_text(r2.data['category'])}, kernel {_kernel(s, r2, 40)})" if op
+                else f"{_kernel(s, r2, 60)} ({md_text(r2.data['category'])})")
         return (f"{lead}: {share}; even instant, the ceiling is "
                 f"{_num(r2, 'ceiling_tok_s', '.4g')} (projected): the goal is {reach}{'' if ' by ' in reach else ' this way'}"
                 f"{stand_in_caveat(s)}.")
@@ -167,6 +167,13 @@ def next_bottleneck(s: dict[str, Finding]) -> str:
         return ("not measured: no second profile after the decision; the first round's ceiling is "
                 f"{_num(ceiling, 'ceiling_tok_s', '.4g')} (projected){stand_in_caveat(s)}.")
     return "not measured: the run has no profile."
+
+
+def _kernel(s: dict[str, Finding], f: Finding, width: int) -> str:
+    """The kernel a ceiling or round-2 finding names, by its meaning where the box's names give one (round 2's own,
+    the first profile's for the first round's ceiling), its name cut to ``width`` as a code span otherwise."""
+    names = f.data.get("kernel_names") if f.step == "round2" else (s["profile"].data.get("kernel_names") if "profile" in s else None)
+    return kernel_md(f.data["kernel"], names, width)
 
 
 def why(s: dict[str, Finding]) -> list[str]:
@@ -179,7 +186,7 @@ def why(s: dict[str, Finding]) -> list[str]:
                      f"{_num(levers, 'best_tok_s', '.4g')}.")
     if ceiling is not None:
         part = ("operation_share", "its operation") if "operation_share" in ceiling.numbers else ("kernel_share", "it")
-        items.append(f"{code(short(ceiling.data['kernel'], 60))} dominates the profile: {part[1]} is {_num(ceiling, part[0])} of "
+        items.append(f"{_kernel(s, ceiling, 60)} dominates the profile: {part[1]} is {_num(ceiling, part[0])} of "
                      f"the profiled window; instant, the step would give {_num(ceiling, 'ceiling_tok_s', '.4g')} (projected)"
                      f"{stand_in_caveat(s)}.")
     if grid is not None and "redundancy_factor" in grid.numbers:

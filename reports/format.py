@@ -150,3 +150,41 @@ def short(name: Any, width: int = 100) -> str:
     """A kernel name cut for a table or a headline: mangled C++ templates run to thousands of characters."""
     text = str(name)
     return text if len(text) <= width else text[: width - 3] + "..."
+
+
+# Characters of a kernel's own name kept beside its meaning: enough to find it in the trace and the finding's data.
+NAME_BESIDE_MEANING = 40
+
+
+def kernel_meaning(name: Any, names: dict | None) -> str | None:
+    """What the bench result's ``kernel_names`` map (tools/trace/kernel_names.py, computed on the box) says the
+    kernel is; None without a map (a journal recorded before it) or where its rules knew no meaning."""
+    entry = (names or {}).get(str(name)) or {}
+    return entry.get("meaning")
+
+
+def kernel_label(name: Any, names: dict | None, width: int | None = 100) -> str:
+    """A kernel as a table or a headline names it: by its meaning where the box gave one, its own name cut to
+    NAME_BESIDE_MEANING kept beside it in brackets; else as before, its name cut to ``width`` (None: whole), so
+    that a journal without the map renders byte for byte as it did."""
+    meaning = kernel_meaning(name, names)
+    if meaning:
+        return f"{meaning} [{short(name, NAME_BESIDE_MEANING)}]"
+    return short(name, width) if width else str(name)
+
+
+def kernel_md(name: Any, names: dict | None, width: int = 100) -> str:
+    """``kernel_label`` in Markdown: the name as a code span, after its meaning where there is one."""
+    meaning = kernel_meaning(name, names)
+    if meaning:
+        return f"{md_text(meaning)} [{code(short(name, NAME_BESIDE_MEANING))}]"
+    return code(short(name, width))
+
+
+def kernel_names_of(names: dict | None, shown: Any) -> dict[str, Any]:
+    """The map's entries for the kernels a finding shows (its mangled names kept, with what the box demangled
+    them to), as ``{"kernel_names": {...}}`` to merge into the finding's data; {} without a map, so that a
+    finding from a journal recorded before it keeps its data as it was."""
+    if names is None:
+        return {}
+    return {"kernel_names": {n: names[n] for n in dict.fromkeys(shown) if n in names}}

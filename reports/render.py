@@ -7,7 +7,8 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from reports.format import Markdown, cell, code, distinct_digits, fmt, fmt_spread, md_text, pct, short, signed_pct
+from reports.format import (Markdown, cell, code, distinct_digits, fmt, fmt_spread, kernel_md, kernel_meaning, md_text, pct, short,
+                            signed_pct)
 from reports.first_screen import decision_caveat, first_screen, stand_in_caveat
 from reports.numbers import chosen_option, finding_link, log_links, num, number_text  # noqa: F401 (the report's names)
 from schema.consistency import KERNEL_MEASUREMENT, Consistency
@@ -23,7 +24,8 @@ def _env() -> Environment:
     env.filters.update(fmt=fmt, pct=pct, signed_pct=signed_pct, cell=cell, short=short, code=code, md=md_text)
     env.globals.update(digit_spec=digit_spec, first_screen=first_screen, decision_caveat=decision_caveat, stand_in_caveat=stand_in_caveat, log_links=log_links, finding_link=finding_link, num=num, table=table, decision_table=decision_table,
                        against_finding=against_finding, failure_groups=failure_groups,
-                       measurement_against=measurement_against, gates_split=gates_split)
+                       measurement_against=measurement_against, gates_split=gates_split,
+                       kernel_md=kernel_md, kernel_meaning=kernel_meaning)
     return env
 
 

@@ -65,6 +65,7 @@ def test_bench_json_contract_torch_backend(tmp_path):
     assert out["ok"] is True and out["engine"] == "reference" and out["attention"] == "torch"
     assert out["device"] == {"type": "cpu", "name": out["device"]["name"], "sm_count": None, "capability": None}
     assert out["interpreter"] is False and out["trace"] is None and out["kernel_config"] is None
+    assert "kernel_names" not in out  # no trace, no names (tests/test_kernel_names.py: the map of a GPU trace)
     shapes = out["shapes"]
     assert (shapes["heads_per_rank"], shapes["kernel_heads"]) == (4, 8)
     assert shapes["layer_ids"] == [0, 1] and shapes["layer_compress_ratios"] == [4, 128]
@@ -91,6 +92,8 @@ def test_bench_upstream_kernel_on_interpreter_writes_trace(tmp_path):
     assert set(out["kernel_config"]) == {"BLOCK_T", "num_warps", "num_stages"}
     assert out["trace"] == {"file": "reference_trace_b2.json.gz", "batch": 2, "steps": 2, "with_stack": True,
                             "operation_range": "op:sparse_decode", "eager_file": None}
+    # the map of the trace's mangled and long templated names, read on the box: a CPU trace's host ranges have none
+    assert out["kernel_names"] == {}
     with gzip.open(tmp_path / out["trace"]["file"], "rt") as fh:
         events = json.load(fh)["traceEvents"]
     ranges = [e for e in events if e.get("cat") == "user_annotation"]

@@ -14,10 +14,10 @@ from agent.evidence import evidence
 from agent.session import Session
 from agent.state import InvestigationState, finding_for
 from agent.steps import Draft, StepFailed
-from agent.steps.attribution import SHOWN_KERNELS, attribute_dominant, short_name
+from agent.steps.attribution import NAME_WIDTH, SHOWN_KERNELS, attribute_dominant
 from agent.steps.measurements import interpretation_labels, throughput
 from agent.steps.rank_balance import critical_focus, rank_files, rank_part
-from reports.format import fmt
+from reports.format import fmt, kernel_label, kernel_names_of
 from schema.finding import Number, Table
 from tools import trace
 
@@ -234,6 +234,8 @@ def _ranked(session: Session, target: Target, run: _Profiled, summary, summary_d
     ranks (``focus``, rank_balance.critical_focus) the dominant kernel, its operation, the window and
     every share are the critical rank's, from its own trace; the merged tables stay as the overview."""
     seq, batch, result = run.seq, run.batch, run.result
+    # the box's kernel_names (None in a journal recorded before it: every name then shows as it did)
+    names = result["data"].get("kernel_names")
     ref = run.refs[focus["file"]] if focus else run.ref
     host_ranges = summary.kind == "cpu-host"
     merged = focus["summary"] if focus else summary.merged
@@ -241,7 +243,7 @@ def _ranked(session: Session, target: Target, run: _Profiled, summary, summary_d
     top = _rank_dominant(summary, merged, target.thresholds.dominant_share) if focus else trace.dominant(summary, target.thresholds.dominant_share)
     unit = "host range" if host_ranges else "kernel"
     headline = ((f"rank {focus['rank']} ({focus['why']}): " if focus else "")
-                + _headline(target, merged, top, steps, batch, run.setting.label, host_ranges))
+                + _headline(target, merged, top, steps, batch, run.setting.label, host_ranges, names))
     numbers = {
         "kernel_ms": Number(value=merged.kernel_time_us / 1000, unit="ms", label=f"sum of {unit} durations", seqs=seq),
         "idle_ms": Number(value=merged.idle_us / 1000, unit="ms", label="GPU idle inside the profiled window", seqs=seq),
@@ -258,7 +260,7 @@ def _ranked(session: Session, target: Target, run: _Profiled, summary, summary_d
     operation, eager = None, None
     if top:
         operation, eager = attribute_dominant(session, run.refs, run.trace_info, ref, top, steps)
-        dominant_numbers, operation_table = _dominant_numbers(top, operation, merged, steps, unit, seq)
+        dominant_numbers, operation_table = _dominant_numbers(top, operation, merged, steps, unit, seq, names)
         numbers.update(dominant_numbers)
         if operation_table is not None:
             headline += (f"; its operation {operation['name']} (the call that launches it) is "
@@ -275,7 +277,7 @@ def _ranked(session: Session, target: Target, run: _Profiled, summary, summary_d
         numbers=numbers,
         tables=[
             Table(title=f"Top {unit}s{merged_title}", columns=["name", "category", "calls", "total ms", "mean us", "share"],
-                  rows=[[short_name(k.name), k.category, k.calls, k.total_us / 1000, k.mean_us, k.share]
+                  rows=[[kernel_label(k.name, names, NAME_WIDTH), k.category, k.calls, k.total_us / 1000, k.mean_us, k.share]
                         for k in overview.kernels[:SHOWN_KERNELS]],
                   note="host ranges under the Triton CPU interpreter, not GPU kernels" if host_ranges else ""),
             Table(title="Categories" + merged_title, columns=["category", "total ms", "share"], rows=categories),
@@ -298,6 +300,8 @@ def _ranked(session: Session, target: Target, run: _Profiled, summary, summary_d
             "operation": operation,
             "eager_summary": eager,
             **critical,
+            **kernel_names_of(names, [k.name for k in overview.kernels[:SHOWN_KERNELS]] + [k.name for k in merged.kernels[:1]]
+                              + [k["name"] for k in ((operation or {}).get("kernels") or [])[:SHOWN_KERNELS]]),
         },
     )
 
@@ -324,13 +328,14 @@ def _setting_numbers(target: Target, device: str, setting: Setting, measured: di
     }
 
 
-def _headline(target: Target, merged, top, steps: int, batch: int, setting: str, host_ranges: bool) -> str:
+def _headline(target: Target, merged, top, steps: int, batch: int, setting: str, host_ranges: bool,
+              names: dict | None = None) -> str:
     if not top:
         leader = merged.kernels[0] if merged.kernels else None
-        return (f"no dominant kernel: the largest, {leader.name if leader else '-'}, is "
+        return (f"no dominant kernel: the largest, {kernel_label(leader.name, names, None) if leader else '-'}, is "
                 f"{100 * (leader.share if leader else 0):.1f}% (< {100 * target.thresholds.dominant_share:.0f}%)")
     idle_in_steps = in_step_idle_share(merged)
-    return (f"{top.name} is {100 * top.share:.1f}% of {'host range' if host_ranges else 'kernel'} time "
+    return (f"{kernel_label(top.name, names, None)} is {100 * top.share:.1f}% of {'host range' if host_ranges else 'kernel'} time "
             f"({fmt(top.total_us / 1000, '.3g')} of {fmt(merged.kernel_time_us / 1000, '.4g')} ms over {steps} decode "
             f"steps at batch {batch}, {setting}); "
             + (f"{'host' if host_ranges else 'GPU'} idle {100 * idle_in_steps:.1f}% inside the steps"
@@ -362,21 +367,23 @@ def _in_step_numbers(merged, where: str, seq: list[int]) -> dict[str, Number]:
     return numbers
 
 
-def _dominant_numbers(top, operation: dict, merged, steps: int, unit: str,
-                      seq: list[int]) -> tuple[dict[str, Number], Table | None]:
-    """The dominant kernel's numbers, with its operation's where it is attributed, and the operation's table."""
-    numbers = {"dominant_step_ms": Number(value=top.total_us / 1000 / steps, unit="ms", label=f"{top.name} a step", seqs=seq)}
+def _dominant_numbers(top, operation: dict, merged, steps: int, unit: str, seq: list[int],
+                      names: dict | None = None) -> tuple[dict[str, Number], Table | None]:
+    """The dominant kernel's numbers, with its operation's where it is attributed, and the operation's table;
+    kernels named by meaning where the box's ``names`` give one."""
+    kernel = kernel_label(top.name, names, None)
+    numbers = {"dominant_step_ms": Number(value=top.total_us / 1000 / steps, unit="ms", label=f"{kernel} a step", seqs=seq)}
     table = None
     if operation["status"] == trace.ops.ATTRIBUTED:
         name = operation["name"]
         via = " (other kernels from the eager profile)" if operation["source"] == "eager profile" else ""
         numbers["operation_ms"] = Number(value=operation["total_us"] / 1000, unit="ms",
-                                         label=f"{name}: {top.name} and the rest of its operation{via}", seqs=seq)
+                                         label=f"{name}: {kernel} and the rest of its operation{via}", seqs=seq)
         numbers["operation_share"] = Number(value=operation["total_us"] / merged.kernel_time_us, unit="fraction",
                                             label=f"{name} share of {unit} time", seqs=seq)
         numbers["operation_step_ms"] = Number(value=operation["total_us"] / 1000 / steps, unit="ms", label=f"{name} a step", seqs=seq)
         numbers["operation_other_ms"] = Number(value=operation["other_us"] / 1000, unit="ms",
-                                               label=f"{name} less {top.name}: its merge, sink, fills{via}", seqs=seq)
+                                               label=f"{name} less {kernel}: its merge, sink, fills{via}", seqs=seq)
         if operation["source"] == "eager profile":
             numbers["operation_eager_ms"] = Number(value=operation["attributed_total_us"] / 1000, unit="ms",
                                                    label=f"{name} in the eager profile of the same step", seqs=seq)
@@ -384,10 +391,10 @@ def _dominant_numbers(top, operation: dict, merged, steps: int, unit: str,
         table = Table(
             title=f"Operation {name}" + (f" ({frame['function']}, {frame['file']}:{frame['line']})" if frame else ""),
             columns=["kernel", "calls", "total ms"],
-            rows=[[short_name(k["name"]), k["calls"], k["total_us"] / 1000] for k in operation["kernels"][:SHOWN_KERNELS]],
+            rows=[[kernel_label(k["name"], names, NAME_WIDTH), k["calls"], k["total_us"] / 1000] for k in operation["kernels"][:SHOWN_KERNELS]],
             note=f"attributed from the {operation['source']}: {operation['rule']}")
-    numbers["dominant_ms"] = Number(value=top.total_us / 1000, unit="ms", label=f"{top.name} total", seqs=seq)
-    numbers["dominant_share"] = Number(value=top.share, unit="fraction", label=f"{top.name} share of {unit} time", seqs=seq)
-    numbers["dominant_calls"] = Number(value=top.calls, unit="calls", label=f"{top.name} launches", seqs=seq)
-    numbers["dominant_mean_us"] = Number(value=top.mean_us, unit="us", label=f"{top.name} mean", seqs=seq)
+    numbers["dominant_ms"] = Number(value=top.total_us / 1000, unit="ms", label=f"{kernel} total", seqs=seq)
+    numbers["dominant_share"] = Number(value=top.share, unit="fraction", label=f"{kernel} share of {unit} time", seqs=seq)
+    numbers["dominant_calls"] = Number(value=top.calls, unit="calls", label=f"{kernel} launches", seqs=seq)
+    numbers["dominant_mean_us"] = Number(value=top.mean_us, unit="us", label=f"{kernel} mean", seqs=seq)
     return numbers, table

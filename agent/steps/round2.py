@@ -22,11 +22,10 @@ from agent.state import InvestigationState, finding_for, findings_of
 from agent.steps import Draft
 from agent.steps.amdahl import (amdahl, bound_spread, ceiling_table, profile_times, quoted, speedup_needed, step_against_goal,
                                 stretch_range)
-from agent.steps.attribution import SHOWN_KERNELS, attribute_dominant, short_name
+from agent.steps.attribution import NAME_WIDTH, SHOWN_KERNELS, attribute_dominant
 from agent.steps.diagnosis import diagnosis_summary, diagnosis_table
 from agent.steps.measurements import interpretation_labels, ratio_text
-from reports.format import fmt, fmt_spread
-from reports.format import short as shorten
+from reports.format import fmt, fmt_spread, kernel_label, kernel_names_of
 from schema.finding import Finding, Number, Table
 from tools import trace
 
@@ -72,7 +71,7 @@ def new_profile(session: Session, splitk: Finding, steps_default: int) -> tuple[
     return summary, numbers
 
 
-def grid_subject(top: str, kernels: list[dict], before: set[str]) -> tuple[str | None, str]:
+def grid_subject(top: str, kernels: list[dict], before: set[str], names: dict | None = None) -> tuple[str | None, str]:
     """The kernel whose grid round 2 reads, and why: the dominant kernel when it is one of the
     rewrite's; else the largest of the rewrite's kernels in the trace (the dominant one's source is not
     the box's: a library kernel), named as not the dominant; None when the trace has none of them."""
@@ -80,7 +79,7 @@ def grid_subject(top: str, kernels: list[dict], before: set[str]) -> tuple[str |
     if top in ours:
         return top, f"{top} dominates, and it is the rewrite's ({REWRITE_SOURCE})"
     rewrite = next((k["name"] for k in kernels if k["name"] in ours and k["name"] not in before), None)
-    why = f"the dominant kernel {short_name(top)} is not one of the rewrite's kernels: its source is not on the box to read"
+    why = f"the dominant kernel {kernel_label(top, names)} is not one of the rewrite's kernels: its source is not on the box to read"
     if rewrite is None:
         return None, why + "; the trace holds none of the rewrite's kernels"
     return rewrite, why + f"; the grid read is of the rewrite's largest kernel, {rewrite}"
@@ -228,7 +227,7 @@ def round2(state: InvestigationState, session: Session, target: Target) -> Draft
     top = top or merged.kernels[0]
     operation, times = _new_times(session, splitk, summary, top, numbers)
     ceiling = _ceiling(state, target, splitk, times, operation, batch)
-    short = shorten(top.name, 60)  # a headline names it twice
+    short = kernel_label(top.name, names := splitk.data.get("kernel_names"), 60)  # by meaning where the box's names give one
     what = f"{ceiling['op_name']} (the call around {short})" if ceiling["op_name"] else short
     numbers.update(_ceiling_numbers(target, splitk, times, ceiling, top, short, what, setting, unit))
     if times["gaps_ms"] is not None:
@@ -236,11 +235,11 @@ def round2(state: InvestigationState, session: Session, target: Target) -> Draft
 
     before = {k["name"] for k in profile.data["summary"]["merged"]["kernels"]}
     kernels = [k.to_dict() for k in merged.kernels]
-    tables = _tables(merged, kernels, before, times, ceiling, operation, short, unit, host, trace_path)
+    tables = _tables(merged, kernels, before, times, ceiling, operation, short, unit, host, trace_path, names)
 
     # The rewrite's grid and diagnosis.
     seqs = list(splitk.evidence[:1])
-    subject, subject_why = grid_subject(top.name, kernels, before)
+    subject, subject_why = grid_subject(top.name, kernels, before, names)
     grid_points, problems = [], []
     if subject is not None:
         calls = [r["call"] for r in splitk.data.get("calls") or []]
@@ -270,8 +269,16 @@ def round2(state: InvestigationState, session: Session, target: Target) -> Draft
                                    "grid": (r["report"] or {}).get("grid"), "programs": (r["report"] or {}).get("programs"),
                                    "grid_expr": (r["report"] or {}).get("grid_expr")} for r in grid_points]},
               "summary": {"kernel_time_us": merged.kernel_time_us, "idle_us": merged.idle_us, "window_us": merged.window_us,
-                          "in_step_window_us": merged.in_step_window_us, "steps": merged.steps}},
+                          "in_step_window_us": merged.in_step_window_us, "steps": merged.steps},
+              **_names_shown(names, top, kernels, before)},
     )
+
+
+def _names_shown(names: dict | None, top, kernels: list[dict], before: set[str]) -> dict[str, Any]:
+    """The box's names of the kernels round 2 shows (the dominant, the top ones, the rewrite's): the mangled names
+    kept in the finding with what the box demangled them to, while the report shows their meaning."""
+    return kernel_names_of(names, [top.name] + [k["name"] for k in kernels[:SHOWN_KERNELS]]
+                           + [k["name"] for k in kernels if k["name"] not in before])
 
 
 def evidence_beyond(merged, top, levers: Finding | None, shown: int = 3) -> dict[str, Any]:
@@ -310,7 +317,7 @@ def _new_times(session: Session, splitk: Finding, summary, top, numbers: dict[st
     operation, _ = attribute_dominant(session, refs, {"eager_file": "eager" if eager else None}, refs["trace"], top, steps)
     if operation["status"] == trace.ops.ATTRIBUTED:
         numbers["operation_ms"] = Number(value=operation["total_us"] / 1000, unit="ms",
-                                         label=f"t_op: {operation['name']}, the call around {short_name(top.name)}, with split-K", seqs=seq)
+                                         label=f"t_op: {operation['name']}, the call around {kernel_label(top.name, splitk.data.get('kernel_names'), NAME_WIDTH)}, with split-K", seqs=seq)
     runs = (splitk.data.get("runs_ms") or {})
     timed = median(runs["splitk"]) if runs.get("splitk") else runs.get("profiled_splitk_ms")
     numbers["timed_step_ms"] = Number(value=timed, unit="ms", label="T: the split-K step of the layers run, timed without the profiler (median of the paired runs)",
@@ -408,14 +415,14 @@ def _ceiling_numbers(target: Target, splitk: Finding, times: dict[str, Any], cei
 
 
 def _tables(merged, kernels: list[dict], before: set[str], times: dict[str, Any], ceiling: dict[str, Any], operation: dict,
-            short: str, unit: str, host: bool, trace_path: str) -> list[Table]:
+            short: str, unit: str, host: bool, trace_path: str, names: dict | None = None) -> list[Table]:
     """Round 2's profile tables (top kernels, the rewrite's kernels) and its ceiling tables."""
     window, part, op_part = times["window_ms"], times["kernel_ms"], times["operation_ms"]
-    rewrite_rows = [[short_name(k["name"]), k["calls"], k["total_us"] / 1000, k["share"]] for k in kernels
+    rewrite_rows = [[kernel_label(k["name"], names, NAME_WIDTH), k["calls"], k["total_us"] / 1000, k["share"]] for k in kernels
                     if k["name"] not in before]
     tables = [
         Table(title=f"Top {unit}s with split-K", columns=["name", "category", "calls", "total ms", "mean us", "share"],
-              rows=[[short_name(k.name), k.category, k.calls, k.total_us / 1000, k.mean_us, k.share] for k in merged.kernels[:SHOWN_KERNELS]],
+              rows=[[kernel_label(k.name, names, NAME_WIDTH), k.category, k.calls, k.total_us / 1000, k.mean_us, k.share] for k in merged.kernels[:SHOWN_KERNELS]],
               note=("host ranges under the Triton CPU interpreter, not GPU kernels; " if host else "") + f"the split-K step's profiled run ({trace_path})"),
         Table(title="Kernels the rewrite brought", columns=["name", "calls", "total ms", "share"], rows=rewrite_rows,
               note="kernels of the split-K trace that the first profile did not have"),

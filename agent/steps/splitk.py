@@ -16,10 +16,10 @@ from agent.session import Session
 from agent.state import InvestigationState, finding_for, findings_of
 from agent.steps import Draft, StepFailed
 from agent.steps.amdahl import amdahl, profile_times
-from agent.steps.attribution import attribute_dominant
+from agent.steps.attribution import SHOWN_KERNELS, attribute_dominant
 from agent.steps.measurements import interpretation_labels, output_check, sweep_runs, throughput
 from schema.finding import Finding, Number, Table
-from reports.format import distinct_digits
+from reports.format import distinct_digits, kernel_label, kernel_names_of
 from tools import trace
 from tools.kernels.splitk import declared as declared_hw
 
@@ -193,7 +193,9 @@ def build_splitk(state: InvestigationState, session: Session, target: Target) ->
               "measured_interval_basis": interim.data["measured_interval_basis"], "runs_ms": runs,
               "vanished_kernels": figures["gone"], "launches_per_step": figures["launches"], "dominant_after": figures["now"],
               "prediction_intervals": figures["prediction_intervals"], "profiler_stretch": figures["stretch"], "output": output,
-              "checks": [c.model_dump(mode="json") for c in mine]},
+              "checks": [c.model_dump(mode="json") for c in mine],
+              # the box's names for the kernels round 2 shows from this run's trace (none from an older journal)
+              **kernel_names_of(run["data"].get("kernel_names"), figures["shown"])},
     )
 
 
@@ -298,13 +300,16 @@ def _compare(session: Session, profile: Finding, run: dict[str, Any], batch: int
                 "before_timed_ms": profile.number("timed_step_ms"), "after_window_ms": after_window,
                 "after_timed_ms": _run_ms(run, batch)} if after_window > 0 else None)
     now = split_summary.merged.kernels[0].to_dict() if split_summary.merged.kernels else None
+    # the kernels round 2's tables show from this trace: its top ones and those the rewrite brought
+    shown = [k["name"] for k in after_kernels[:SHOWN_KERNELS]] + [k["name"] for k in after_kernels
+                                                                  if k["name"] not in {b["name"] for b in before_kernels}]
     after_windows = [w.window_us / 1000 for w in split_summary.merged.step_windows]
     kernel_interval = _ratio_interval(kernel_speedup, times["step_windows_ms"], after_windows)
     return {"kernel_speedup_interval": kernel_interval,"dominant": dominant["name"], "t_before": t_before, "t_after": t_after, "kernel_speedup": kernel_speedup,
             "op_before": op_before, "op_after_us": op_after_us, "attribution": attribution, "op_speedup": op_speedup,
             "predicted_x": predicted_x, "predicted_op_x": predicted_op_x, "prediction_intervals": prediction_intervals,
             "launches": launches, "gone": gone, "stretch": stretch, "now": now, "op_below_kernels_ms": below,
-            "op_source": attribution.get("source"),
+            "op_source": attribution.get("source"), "shown": shown,
             "baseline_tok_s": profile.number("setting_tok_s")}
 
 
@@ -314,7 +319,7 @@ def _numbers(target: Target, profile: Finding, run: dict[str, Any], call_rows: l
     run_seqs = [run["seq"]] + profile.numbers["setting_tok_s"].seqs
     profiles = [run["seq"]] + profile.evidence
     numbers = {
-        "kernel_speedup": Number(value=figures["kernel_speedup"], unit="x", label=f"{figures['dominant']} time / the kernels that replaced it (profiles)", seqs=profiles),
+        "kernel_speedup": Number(value=figures["kernel_speedup"], unit="x", label=f"{kernel_label(figures['dominant'], profile.data.get('kernel_names'), None)} time / the kernels that replaced it (profiles)", seqs=profiles),
         "predicted_x": Number(value=figures["predicted_x"], unit="x", label="Amdahl with the kernel's measured speedup (shares of W)", seqs=profiles),
         "measured_x": Number(value=figures["measured_x"], unit="x", label=f"engine tok/s with split-K / {profiled}: geometric mean over {figures['pairs']} paired round(s)", seqs=sorted(set(seqs) | set(run_seqs)),
                              spread=_half_width(interval)),
@@ -331,7 +336,7 @@ def _numbers(target: Target, profile: Finding, run: dict[str, Any], call_rows: l
         numbers["operation_speedup"] = Number(value=figures["op_speedup"], unit="x", label="the attention operation's time before / after (profiles)", seqs=profiles)
         numbers["predicted_operation_x"] = Number(value=figures["predicted_op_x"], unit="x", label="Amdahl with the operation's measured speedup (shares of W)", seqs=profiles)
     if figures["now"]:
-        numbers["dominant_after_share"] = Number(value=figures["now"]["share"], unit="fraction", label=f"{figures['now']['name']}: the largest kernel with split-K", seqs=[run["seq"]])
+        numbers["dominant_after_share"] = Number(value=figures["now"]["share"], unit="fraction", label=f"{kernel_label(figures['now']['name'], run['data'].get('kernel_names'), None)}: the largest kernel with split-K", seqs=[run["seq"]])
     return numbers
 
 

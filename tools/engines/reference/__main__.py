@@ -98,6 +98,8 @@ def _main(argv: list[str]) -> int:
         else:
             args.out.mkdir(parents=True, exist_ok=True)
             result = spawn.run_bench(spec, spec_text, args.out) if distributed else bench.run(spec, args.out)
+            if result.get("trace"):  # every rank's trace is in args.out by now
+                result["kernel_names"] = bench.trace_kernel_names(result["trace"], args.out)
     except BackendUnavailable as exc:
         raise BadInput(str(exc), "missing_dependency") from None
     emit(result)

@@ -336,6 +336,25 @@ def run(spec: BenchSpec, out_dir: Path) -> dict:
     return result_of(spec, shapes, device, results, trace, started)
 
 
+def trace_kernel_names(trace: dict | None, out_dir: Path) -> dict | None:
+    """The result's ``kernel_names`` (tools.trace.kernel_names) for the traces ``trace`` names in ``out_dir``
+    (each rank's, and their eager twins): demangled here, on the box, so that the journal holds the names as
+    this box's c++filt gave them and a replay elsewhere reads them unchanged. None without a trace, or when
+    one cannot be read (said on stderr; the agent's profile step reports the unreadable trace itself)."""
+    from tools.trace import TraceFormatError
+    from tools.trace.kernel_names import kernel_names
+
+    if not trace:
+        return None
+    files = trace.get("files") or [trace["file"]]
+    eager = [f for f in (trace.get("eager_files") or [trace.get("eager_file")]) if f]
+    try:
+        return kernel_names([out_dir / f for f in files], [out_dir / f for f in eager])
+    except (TraceFormatError, ValueError) as exc:
+        _log(f"kernel names not read: {exc}")
+        return None
+
+
 def result_of(spec: BenchSpec, shapes: RankShapes, device: torch.device, results: list[dict], trace: dict | None,
               started: float) -> dict:
     """The bench result object from what a run measured (``started``: its perf_counter at the start)."""
