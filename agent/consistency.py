@@ -321,7 +321,8 @@ def hold(bounds: list[Bound], measurements: list[Measurement], predictions: list
                 checks.append(Check(**base, verdict="within noise of the bound", note=(
                     f"the point lies above the bound, its interval reaches below it: not separable ({m.noise})")))
                 continue
-            if b.model_range is not None and (b.model_range[1] is None or m.interval[0] <= b.model_range[1]) and not (
+            if b.model_range is not None and m.interval is not None and (
+                    b.model_range[1] is None or m.interval[0] <= b.model_range[1]) and not (
                     b.scope == "kernel" and b.reference.label in with_operation_bound):
                 # above the bound's point but not beyond what its model leaves it known to: not a failure
                 checks.append(Check(**base, verdict="within the bound's model error", note=(

@@ -254,7 +254,7 @@ def evidence_beyond(s: dict[str, Finding]) -> str:
     beyond = (r2.data.get("beyond") or {}) if r2 is not None else {}
     parts = []
     if beyond.get("categories"):
-        shares = ", ".join(f"{md_text(c['category'])} {100 * c['share_of_kernel_time']:.0f}%" for c in beyond["categories"][:3])
+        shares = ", ".join(f"{md_text(c['category'])} {100 * c['share_of_kernel_time']:.0f}%" for c in beyond["categories"])
         parts.append(f"the rewrite's profile by kernel time: {shares} ({finding_link(r2)})")
     if beyond.get("levers_up") and levers is not None:
         up = ", ".join(f"{code(m['lever'])} {100 * (m['ratio'] - 1):+.1f}%" for m in beyond["levers_up"])

@@ -125,8 +125,12 @@ def _numbers(target: Target, profile: Finding, times: dict[str, Any], kernel: st
         "speedup_needed": Number(value=needed, unit="x", label=f"speedup of {what} that would meet the goal (none: unreachable)"),
         "profiled_step_ms": Number(value=times["whole_ms"] / steps, unit="ms", label="the profiled window a step, the profiler's gaps included", seqs=ev),
     }
+    # On a GPU the profiler stretches the step with its own gaps and syncs, which lie somewhere in the step; a CPU
+    # host trace's ranges each carry the profiler's own overhead, so the question where it lies has no such answer
+    # there: its bounds keep their step-to-step spread alone (and their runs compare structurally, on any box).
+    gpu = profile.data.get("kind") != "cpu-host"
     for key, part_ms, name in (("kernel", part, "the kernel"), ("operation", op_part, "the operation")):
-        known = stretch_range(times, part_ms) if part_ms is not None else None
+        known = stretch_range(times, part_ms) if part_ms is not None and gpu else None
         if known is None:
             continue
         # the bound as far as the profiler's stretch of the step leaves it known (its modelling error, issue 30)

@@ -226,7 +226,7 @@ def round2(state: InvestigationState, session: Session, target: Target) -> Draft
     dominant = top is not None
     top = top or merged.kernels[0]
     operation, times = _new_times(session, splitk, summary, top, numbers)
-    ceiling = _ceiling(state, target, splitk, times, operation, batch)
+    ceiling = _ceiling(state, target, splitk, {**times, "kind": summary.kind}, operation, batch)
     short = kernel_label(top.name, names := splitk.data.get("kernel_names"), 60)  # by meaning where the box's names give one
     what = f"{ceiling['op_name']} (the call around {short})" if ceiling["op_name"] else short
     numbers.update(_ceiling_numbers(target, splitk, times, ceiling, top, short, what, setting, unit))
@@ -281,20 +281,20 @@ def _names_shown(names: dict | None, top, kernels: list[dict], before: set[str])
                            + [k["name"] for k in kernels if k["name"] not in before])
 
 
-def evidence_beyond(merged, top, levers: Finding | None, shown: int = 3) -> dict[str, Any]:
+def evidence_beyond(merged, top, levers: Finding | None) -> dict[str, Any]:
     """What else this run measured that bears on the goal beside the bound (which makes one kernel or its
     operation instant): the split-K profile's other kernel categories by their share of its kernel time, and
     the levers the sweep measured moving throughput up (against the baseline, before the rewrite). Only what
     was measured; ``text`` is the headline's clause."""
     total = merged.kernel_time_us or 0.0
-    # every category's share, the dominant kernel's own category included beside the kernel (its other kernels)
-    shares = sorted(((category, us / total) for category, us in (merged.categories or {}).items()
-                     if total and us > 0), key=lambda pair: -pair[1])
+    # every category's share, the dominant kernel's own included beside the kernel (its other kernels), in the
+    # category table's order: an order by share would change with the run's noise where two shares are close
+    shares = [(category, us / total) for category, us in (merged.categories or {}).items() if total and us > 0]
     movers = [{"lever": r["name"], "ratio": r["ratio"], "interval": r.get("interval")}
               for r in ((levers.data.get("levers") or []) if levers else []) if r.get("status") == "moves up"]
     parts = [f"{category} {100 * share:.0f}%" + (f" (the dominant kernel {100 * top.share:.0f}% of it)"
                                                    if category == top.category else "")
-             for category, share in shares[:shown + 1]]
+             for category, share in shares]
     text = f"; its kernel time by category: {', '.join(parts)}" if parts else ""
     if movers:
         text += "; levers measured to move the baseline up: " + ", ".join(
@@ -353,7 +353,8 @@ def _ceiling(state: InvestigationState, target: Target, splitk: Finding, times: 
                        consistency.check(findings_of(state), target.model_dump(mode="json")).failures
                        if c.claim_x and "operation" in c.claim), default=0.0)
     # the bound as far as the profiler's stretch of the split-K step leaves it known (its modelling error)
-    known = stretch_range(times, op_part if op_part is not None else part)
+    # a GPU trace's only: a CPU host trace's ranges each carry the profiler's overhead (see the ceiling step)
+    known = stretch_range(times, op_part if op_part is not None else part) if times.get("kind") != "cpu-host" else None
     stretch_error = (max(abs(end / bound_x - 1) for end in known) if known else 0.0)
     uncertainty = (spread or 0.0) + (splitk.numbers["measured_x"].spread or 0.0) + model_error + stretch_error
     parts = ("the bound's spread, the measured tok/s's interval"

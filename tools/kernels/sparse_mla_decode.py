@@ -51,7 +51,6 @@ from tools.kernels.splitk.tiles import (
     KernelConfig,
     _interpreting,
     choose_config,
-    config_name,
     device_arch,
     device_plan,
     plan_splits,

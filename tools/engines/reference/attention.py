@@ -239,7 +239,7 @@ def _describe_call(module, q, indices, topk_length, attn_sink, extra_indices) ->
             "sink": attn_sink is not None, "lengths": topk_length is not None}
     if module is not None:
         plan = module.device_plan(call["batch"], call["topk"], call["heads"], q.device, call["extra_topk"])
-        name = module.config_name  # every named config, the declared GPU's family included (sm120_small ...)
+        from tools.kernels.splitk.tiles import config_name as name  # every named config, the sm_120 family's included
         call["config"] = name(plan.cfg)
         call["splits"] = plan.splits
         if extra_indices is not None:
