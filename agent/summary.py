@@ -11,7 +11,7 @@ from typing import Any
 
 from agent.rundir import REPORT
 from agent.runlog import LOG_NAME, read_events
-from reports.format import distinct_digits, fmt
+from reports.format import digit_spec, fmt
 from reports.render import chosen_option, failure_groups, number_text
 from schema.consistency import Consistency
 from schema.finding import Finding
@@ -91,7 +91,7 @@ def _rows(values: dict[str, Any], levers, ceiling, splitk, later, decision) -> d
     ceiling_text = _text(ceiling, "ceiling_tok_s", ".4g")
     if values["measured_x"] is not None:
         low, high = values["measured_interval"] or (None, None)
-        spec = f"#.{distinct_digits([splitk.number('measured_x'), low, high], 4)}g"  # the ends read apart from the point
+        spec = digit_spec([splitk.number('measured_x'), low, high], 4)  # the ends read apart from the point
         measured = (f"{_text(splitk, 'measured_x', '.4g')}" + (f" [{fmt(low, spec)}, {fmt(high, spec)}]" if low is not None else "")
                     + f" over the profiled setting: {_text(splitk, 'splitk_tok_s', '.4g')}{projected}")
     else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reports.format import code, distinct_digits, fmt, kernel_md, md_text
+from reports.format import code, digit_spec, fmt, kernel_md, md_text
 from reports.numbers import chosen_option, finding_link, num
 from schema.finding import Finding
 
@@ -31,7 +31,7 @@ def _interval(f: Finding, low: str, high: str, point: str) -> str:
     if low not in f.numbers or high not in f.numbers:
         return ""
     # to the digits at which the point and its ends read apart (a "[2.199, 2.21]" hides the digit it hangs on)
-    spec = f"#.{distinct_digits([f.number(point), f.number(low), f.number(high)], 4)}g"
+    spec = digit_spec([f.number(point), f.number(low), f.number(high)], 4)
     return f" [{fmt(f.number(low), spec)}, {fmt(f.number(high), spec)}]"
 
 

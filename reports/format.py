@@ -146,6 +146,12 @@ def distinct_digits(values, at_least: int = 3, at_most: int = 6) -> int:
     return at_most
 
 
+def digit_spec(values, at_least: int = 3) -> str:
+    """The format spec for a figure and the values it is read against (its interval's ends, a bound): the fewest
+    digits at which those that differ read apart (``distinct_digits``), trailing zeros kept ("2.210")."""
+    return f"#.{distinct_digits(values, at_least)}g"
+
+
 def short(name: Any, width: int = 100) -> str:
     """A kernel name cut for a table or a headline: mangled C++ templates run to thousands of characters."""
     text = str(name)

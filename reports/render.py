@@ -7,7 +7,7 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from reports.format import (Markdown, cell, code, distinct_digits, fmt, fmt_spread, kernel_md, kernel_meaning, md_text, pct, short,
+from reports.format import (Markdown, cell, code, digit_spec, fmt, fmt_spread, kernel_md, kernel_meaning, md_text, pct, short,
                             signed_pct)
 from reports.first_screen import decision_caveat, first_screen, stand_in_caveat
 from reports.numbers import chosen_option, finding_link, log_links, num, number_text  # noqa: F401 (the report's names)
@@ -79,11 +79,6 @@ def decision_table(options: Finding, decision: dict[str, Any] | None, splitk: Fi
     return Table(title="Decision", columns=columns, rows=rows, note=note)
 
 
-def digit_spec(values, at_least: int = 3) -> str:
-    """The format for a figure and its interval's ends: the digits at which those that differ read apart."""
-    return f"#.{distinct_digits([v for v in values if v is not None], at_least)}g"
-
-
 def render_finding(finding: Finding) -> str:
     return _env().get_template("finding.md.j2").render(f=finding)
 
@@ -108,7 +103,7 @@ def failure_groups(held: Consistency, verdict: str | None = None) -> list[dict[s
 def _interval_x(c) -> str:
     if not c.measured_interval:
         return ""
-    spec = f"#.{distinct_digits([c.measured_x, *c.measured_interval, c.claim_x], 4)}g"
+    spec = digit_spec([c.measured_x, *c.measured_interval, c.claim_x], 4)
     return f" [{fmt(c.measured_interval[0], spec)}, {fmt(c.measured_interval[1], spec)}]"
 
 
@@ -158,7 +153,7 @@ def consistency_table(held: Consistency) -> Table:
     for c in held.checks:
         # every figure of the row to the digits at which those that differ read differently (at least the 4 a
         # claim is stated to): a verdict that hangs on the fourth digit shows it
-        spec = f"#.{distinct_digits([c.claim_x, *(c.claim_interval or ()), c.measured_x, *(c.measured_interval or ())], 4)}g"
+        spec = digit_spec([c.claim_x, *(c.claim_interval or ()), c.measured_x, *(c.measured_interval or ())], 4)
         rows.append([c.kind, c.claim, c.claim_finding,
                      fmt_spread(c.claim_x, c.claim_spread) if c.claim_spread is not None else fmt(c.claim_x, spec),
                      interval_text(c.claim_interval, spec), c.measurement, c.measurement_finding, fmt(c.measured_x, spec),

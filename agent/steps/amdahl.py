@@ -111,6 +111,15 @@ def stretch_range(times: dict[str, Any], part_ms: float) -> tuple[float, float] 
     return (min(candidates), max(candidates)) if candidates else None
 
 
+def stretch_text(low: float | None, high: float | None) -> str:
+    """The headline clause for ``stretch_range``'s ends (a top of None or inf: unbounded); "" without a range."""
+    if low is None:
+        return ""
+    if high is None or math.isinf(high):
+        return f" ({fmt(low, '.3g')} and up, unbounded: the profiler's stretch of the step exceeds the rest of it)"
+    return f" ({fmt(low, '.3g')}-{fmt(high, '.3g')} as the profiler's stretch of the step lies)"
+
+
 def step_against_goal(step_text: str, batch: int, goal) -> str:
     """The projected step against the goal, said one way in every finding: the goal's own budget (its
     concurrency's tokens at its rate) where the step was measured at that concurrency; elsewhere the

@@ -12,7 +12,7 @@ from agent.evidence import typed
 from agent.session import Session
 from agent.state import InvestigationState, finding_for, findings_of
 from agent.steps import Draft
-from agent.steps.amdahl import amdahl, bound_spread, ceiling_table, profile_times, quoted, speedup_needed, stretch_range, step_against_goal
+from agent.steps.amdahl import amdahl, bound_spread, ceiling_table, profile_times, quoted, speedup_needed, stretch_range, stretch_text, step_against_goal
 from reports.format import fmt, fmt_spread
 from schema.finding import Finding, Number, Table
 
@@ -58,10 +58,7 @@ def compute_ceiling(state: InvestigationState, session: Session, target: Target)
     kernel_text = f"the kernel alone {fmt_spread(kernel_x, kernel_spread)}x"
     on_rank = f"rank {times['rank']}'s trace ({times['rank_why']}): " if times["rank"] is not None else ""
     low, high = (numbers.get(f"{data['bound']}_instant_{end}_x") for end in ("low", "high"))
-    known = ("" if low is None else
-             f" ({fmt(low.value, '.3g')} and up, unbounded: the profiler's stretch of the step exceeds the rest of it)"
-             if high is None else
-             f" ({fmt(low.value, '.3g')}-{fmt(high.value, '.3g')} as the profiler's stretch of the step lies)")
+    known = stretch_text(low and low.value, high and high.value)
     headline = (on_rank + f"even an instant {what} gives {fmt_spread(bound_x, spread)}x{known}"
                 + (f" ({kernel_text})" if op_name else "")
                 + f": {fmt(tok_s, '.3g')} -> {fmt_spread(best_tok_s, spread)} tok/s (projected), "

@@ -21,7 +21,7 @@ from agent.session import Session
 from agent.state import InvestigationState, finding_for, findings_of
 from agent.steps import Draft
 from agent.steps.amdahl import (amdahl, bound_spread, ceiling_table, profile_times, quoted, speedup_needed, step_against_goal,
-                                stretch_range)
+                                stretch_range, stretch_text)
 from agent.steps.attribution import NAME_WIDTH, SHOWN_KERNELS, attribute_dominant
 from agent.steps.diagnosis import diagnosis_summary, diagnosis_table
 from agent.steps.measurements import interpretation_labels, ratio_text
@@ -466,15 +466,6 @@ def _grid_tables(target: Target, box: dict, subject: str | None, subject_why: st
     return focus
 
 
-def _known_text(ceiling: dict[str, Any]) -> str:
-    known = ceiling.get("known")
-    if not known:
-        return ""
-    if math.isinf(known[1]):
-        return f" ({fmt(known[0], '.3g')} and up, unbounded: the profiler's stretch of the step exceeds the rest of it)"
-    return f" ({fmt(known[0], '.3g')}-{fmt(known[1], '.3g')} as the profiler's stretch of the step lies)"
-
-
 def _headline(levers: Finding | None, top, dominant: bool, unit: str, ceiling: dict[str, Any], what: str, short: str,
               focus: dict | None) -> str:
     spread, reachable, goal = ceiling["spread"], ceiling["reachable"], ceiling["goal"]
@@ -482,7 +473,7 @@ def _headline(levers: Finding | None, top, dominant: bool, unit: str, ceiling: d
     lead = (f"with split-K, {short} {'dominates' if dominant else 'is the largest'}: {100 * top.share:.1f}% of {unit} time "
             f"({top.category})")
     headline = (lead + (f", its operation {op_name} {100 * ceiling['op_part'] / ceiling['window']:.1f}% of the window" if op_name else "")
-                + f"; even an instant {what} gives {fmt_spread(ceiling['bound_x'], spread)}x{_known_text(ceiling)}: {fmt(ceiling['tok_s'], '.3g')} -> {fmt_spread(ceiling['ceiling_tok_s'], spread)} tok/s "
+                + f"; even an instant {what} gives {fmt_spread(ceiling['bound_x'], spread)}x{stretch_text(*(ceiling.get('known') or (None, None)))}: {fmt(ceiling['tok_s'], '.3g')} -> {fmt_spread(ceiling['ceiling_tok_s'], spread)} tok/s "
                 + ({True: "(projected), reaching the goal", None: "(projected), at the goal within its uncertainty"}.get(
                     reachable, f"(projected), {fmt_spread(goal / ceiling['ceiling_tok_s'], spread)}x short of the goal"))
                 + f" of {goal:.0f} tok/s ({step_against_goal(fmt_spread(ceiling['step_ms'] / ceiling['bound_x'], spread), ceiling['batch'], ceiling['goal_spec'])})")

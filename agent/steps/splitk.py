@@ -19,7 +19,7 @@ from agent.steps.amdahl import amdahl, profile_times
 from agent.steps.attribution import SHOWN_KERNELS, attribute_dominant
 from agent.steps.measurements import interpretation_labels, output_check, sweep_runs, throughput
 from schema.finding import Finding, Number, Table
-from reports.format import distinct_digits, kernel_label, kernel_names_of
+from reports.format import digit_spec, kernel_label, kernel_names_of
 from tools import trace
 from tools.kernels.splitk import declared as declared_hw
 
@@ -346,7 +346,7 @@ def _headline(figures: dict[str, Any], output: dict[str, Any], violated: list, m
     pred = f"predicts {predicted_op_x:.3g}x from the operation, {predicted_x:.3g}x from the kernel" if predicted_op_x else (
         f"predicts {predicted_x:.3g}x from the kernel" if predicted_x else "has no prediction")
     # the measurement to the digits at which it, its interval and the bounds it is held against read apart
-    spec = f"#.{distinct_digits([figures['measured_x'], interval.low, interval.high, *(c.claim_x for c in mine)])}g"
+    spec = digit_spec([figures['measured_x'], interval.low, interval.high, *(c.claim_x for c in mine)])
     ival = f" [{interval.low:{spec}}, {interval.high:{spec}}]" if interval.low is not None else ""
     what = f"split-K ({plan_short})" if plan_short else "split-K"
     headline = (f"{what}: {figures['dominant']} {figures['kernel_speedup']:.3g}x faster in the profile; Amdahl {pred}; the engine "
