@@ -101,3 +101,24 @@ def test_the_reference_engines_sglang_triton_backend_calls_it_where_sglangs_plug
     result, _ = probe
     assert result["reference_calls"] == 1
     assert result["reference_vs_upstream"]["ok"], result["reference_vs_upstream"]
+
+
+def test_a_stand_in_launched_with_the_recommended_environment_decodes_through_the_split_k_function(tmp_path):
+    """The stand-in's rank processes load SGLang's plugins as SGLang's scheduler processes do; with the launch
+    environment ``agent recommend`` prints, each rank's decode calls the split-K function (its log line names
+    the rank's pid), and the request is answered."""
+    from test_sglang_standin import StandIn, post, server_info
+
+    server = StandIn(tmp_path, ["--model-path", "/models/absent"], env=_launch_env())
+    try:
+        server.wait_up()
+        status, body, _ = post(server.url + "/generate", {"text": "hello", "sampling_params": {"max_new_tokens": 2}})
+        assert status == 200, body
+        ranks = {r["pid"] for r in server_info(server)["standin"]["ranks"]}
+        log = server.log()
+        served = {int(pid) for pid in __import__("re").findall(
+            rf"{splitk_plugin.ANNOUNCE} flash_mla_sparse_decode_triton served by {splitk_plugin.SPLITK} \(pid (\d+)\)", log)}
+        assert served == ranks, log[-3000:]
+        assert "attention sglang-triton" in log  # the stand-in's backend for SGLANG_SM120_FLASHMLA_BACKEND=triton
+    finally:
+        assert server.stop() == 0, server.log()[-2000:]
