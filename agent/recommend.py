@@ -277,7 +277,7 @@ def splitk_part(target: Target, finding: Finding | None) -> tuple[dict[str, Any]
     interpreted = "cpu-interpreter" in finding.labels
     plan = data.plan.short if data.plan and not data.plan.declared else ""
     basis = "; ".join(filter(None, [
-        f"measured {_interval_text(data.measured_x, data.measured_interval)} of {profiled.replace(' + split-K', '')} "
+        f"measured {_interval_text(data.measured_x, data.measured_interval)} of the {profiled.replace(' + split-K', '')} "
         "(engine tok/s with split-K over without, paired rounds)",
         "under the Triton CPU interpreter: interpreted kernels' times, not a GPU's" if interpreted else "",
         plan and f"built with {plan}", "stand-in measurements" if "stand-in" in finding.labels else ""]))
@@ -312,7 +312,8 @@ def _notes(target: Target, levers: Finding) -> list[str]:
     notes = []
     if target.engine.kind == "reference":
         notes += [f"measured on the reference engine (the model's decode layers in PyTorch), not an SGLang server: "
-                  f"its options are given as SGLang's flags ({', '.join(sorted(OPTION_FLAGS))} where SGLang has one)",
+                  f"its options are given as SGLang's flags ({', '.join(sorted(OPTION_FLAGS))} where SGLang has one); "
+                  f"its torch attention backend is its own, written after SGLang's fallback (its Triton one is SGLang's)",
                   f"{MODEL_PLACEHOLDER.format(model=target.model.name)} stands for the checkpoint (the target names none)"]
     elif target.engine.server is not None and target.engine.server.stand_in:
         notes.append("measured on the stand-in server (tools/engines/sglang_standin), not SGLang's")
