@@ -43,6 +43,7 @@ JSON_KEYS = {
     "validate": ("path", "target", "summary"),
     "runs": ("removed",),  # runs rm, runs --prune-interrupted (a plain `runs --json` prints the list of runs)
     "diff": ("a", "b", "numbers", "counts", "steps_a_only", "steps_b_only"),
+    "recommend": ("run", "target", "setting", "splitk", "run_this", "why", "notes"),  # agent/recommend.py
 }
 
 
@@ -373,6 +374,7 @@ EXAMPLES = {
              "runs rm runs/RUN                                 # remove one",
              "runs --prune-interrupted --json                  # remove every interrupted run"],
     "validate": ["validate dsv4-flash", "validate my-target.yaml --json"],
+    "recommend": ["recommend runs/examples/dsv4-flash-h200-20261202b   # the SGLang command to run", "recommend RUN --json"],
     "diff": ["diff tests/data/examples-20261201/h200 runs/examples/dsv4-flash-h200-20261202b", "diff RUN_A RUN_B --json"],
     "trace": ["trace rank0.json.gz rank1.json.gz --by-rank --top 10",
               "trace trace.json --by-op                         # kernel time by launching frame"],
@@ -478,7 +480,7 @@ class _RecordedLine(Parser):
 
 
 def build_parser(parser_class: type[Parser] = Parser) -> argparse.ArgumentParser:
-    from agent import diff
+    from agent import diff, recommend
     from agent.box.choice import add_box_arguments
 
     parser = parser_class(prog=_prog(), description="Investigate why an LLM deployment is far from its throughput goal.",
@@ -539,10 +541,10 @@ def build_parser(parser_class: type[Parser] = Parser) -> argparse.ArgumentParser
     p.set_defaults(func=cmd_runs)
 
     diff.add_arguments(add("diff", help="two runs' numbers side by side: the change and whether it is beyond their intervals"))
+    recommend.add_arguments(add("recommend", help="the SGLang launch command for a run's best measured setting (and split-K's)"))
 
     p = add("validate", help="check a target without running it")
-    p.add_argument("target", metavar="TARGET", help="a target name (agent/targets/NAME.yaml) or a path to a target "
-                   "YAML file")
+    p.add_argument("target", metavar="TARGET", help="a target name (agent/targets/NAME.yaml) or a path to a target YAML file")
     _json_flag(p, "path, target (as validated, secrets redacted), summary")
     p.set_defaults(func=cmd_validate)
 

@@ -61,6 +61,13 @@ class SurveyData(_Data):
 # -- levers ---------------------------------------------------------------------------------------
 
 
+class OutputCheck(_Open):
+    """A setting's decode output against the baseline's (reference engine runs; an SGLang server's have none)."""
+
+    ok: bool | None = None
+    note: str = ""
+
+
 class LeverResult(_Open):
     name: str
     status: str
@@ -68,6 +75,16 @@ class LeverResult(_Open):
     tok_s: float | None = None
     ratio: float | None = None
     interval: list[float] | None = None
+    comparable: bool | None = None  # timings comparable with the baseline's (not interpreted against native)
+    output: OutputCheck | None = None
+
+
+class BestSetting(_Data):
+    """The best measured setting the declared hardware allows (engine_runs.best_setting): its levers ([]: the
+    baseline) and its tok/s."""
+
+    levers: list[str]
+    tok_s: float
 
 
 class LeversData(_Open):
@@ -77,6 +94,7 @@ class LeversData(_Open):
     goal_met: bool
     levers: list[LeverResult]
     baseline_options: JSON = Field(default_factory=dict)
+    best: BestSetting | None = None  # absent from a journal recorded before the levers step chose one
 
 
 # -- profile --------------------------------------------------------------------------------------
@@ -201,10 +219,21 @@ class OptionsData(_Data):
     auto: str
 
 
+class RewritePlan(_Open):
+    """Whose tile plan the rewrite was built and timed with (agent.steps.splitk.rewrite_plan)."""
+
+    declared: bool
+    short: str = ""
+    text: str = ""
+
+
 class SplitkData(_Open):
     measured_x: float | None = None
     measured_interval: list[float] | None = None
     dominant_after: KernelRow | None = None
+    setting: SettingData | None = None  # the setting the rewrite ran in (the profiled one, split-K's backend)
+    plan: RewritePlan | None = None
+    output: OutputCheck | None = None
 
 
 class Round2Data(_Open):

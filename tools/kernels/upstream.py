@@ -17,6 +17,7 @@ SGLANG_VERSION = "0.5.23"
 KERNEL_FILE = Path("kernels/ops/attention/flash_mla_sm120_triton.py")
 KERNEL_NAME = "_tiled_sparse_decode_kernel"
 _MODULE_NAME = "_perf_investigator_upstream_sm120_triton"
+SGLANG_MODULE = "sglang.kernels.ops.attention.flash_mla_sm120_triton"
 
 
 class SglangMissing(RuntimeError):
@@ -54,12 +55,16 @@ def interpreter_active() -> bool:
 
 
 def load(pin_config: int | None = None) -> ModuleType:
-    """Import the upstream kernel module from its file (once per process).
+    """The upstream kernel module: SGLang's own when this process has imported it, else imported from its file
+    (once per process) without the rest of sglang.
 
     ``pin_config`` keeps only that index of the autotuner's configs; under the interpreter, config 0
     is pinned when none is given, since the autotuner's benchmark needs a GPU.
     """
-    module = sys.modules.get(_MODULE_NAME)
+    # SGLang's own module where this process has imported it (a process that loaded SGLang's plugins, as
+    # SGLang's scheduler processes and the stand-in's ranks do: a hook a plugin applied, such as
+    # tools/engines/sglang/splitk_plugin.py's, is then what is called, as in SGLang); a private copy else.
+    module = sys.modules.get(SGLANG_MODULE) or sys.modules.get(_MODULE_NAME)
     if module is None:
         path = kernel_path()
         spec = importlib.util.spec_from_file_location(_MODULE_NAME, path)

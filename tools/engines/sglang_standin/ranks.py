@@ -151,6 +151,19 @@ def _serve(engine: _Engine, conn, rank: int) -> None:
         conn.send(reply)
 
 
+def _load_sglang_plugins() -> None:
+    """SGLang's general plugins, loaded as SGLang's ``run_scheduler_process`` loads them in each rank before
+    its model is built (a plugin's hooks, tools/engines/sglang/splitk_plugin.py's among them, then replace
+    what this rank calls). Only where an entry point of the group is installed: importing SGLang's loader
+    costs seconds a rank on a 2-core box, and without one it would load nothing."""
+    from importlib.metadata import entry_points
+
+    if entry_points(group="sglang.srt.plugins"):
+        from sglang.srt.plugins import load_plugins
+
+        load_plugins()
+
+
 def rank_main(rank: int, world: int, spec_json: str, conn, init_dir: str) -> None:
     """A rank process: build the rank, say ready (or why not), then serve the server's messages."""
     _die_with_parent()
@@ -162,6 +175,7 @@ def rank_main(rank: int, world: int, spec_json: str, conn, init_dir: str) -> Non
         from tools.engines.reference.spec import parse_spec
 
         spec = parse_spec(spec_json)
+        _load_sglang_plugins()
         device = bench.resolve_device(spec.device)
         if device.type == "cuda":
             torch.cuda.set_device(rank)
