@@ -282,7 +282,7 @@ def splitk_part(target: Target, finding: Finding | None) -> tuple[dict[str, Any]
         "under the Triton CPU interpreter: interpreted kernels' times, not a GPU's" if interpreted else "",
         plan and f"built with {plan}", "stand-in measurements" if "stand-in" in finding.labels else ""]))
     return {"measured_x": data.measured_x, "interval": data.measured_interval, "over": [] if not data.setting else
-            list(data.setting.levers), "interpreted": interpreted, "basis": basis,
+            list(data.setting.levers), "interpreted": interpreted, "what_if": bool(plan), "basis": basis,
             "plugin": splitk_plugin.__name__, "function": splitk_plugin.TARGET,
             "put_in_place": PUT_IN_PLACE.format(
                 plugin=f"{splitk_plugin.__name__}.register", function=splitk_plugin.TARGET, name=splitk_plugin.NAME,
@@ -297,6 +297,9 @@ def _choose(setting: dict[str, Any], splitk: dict[str, Any] | None) -> tuple[str
         return "setting", ""
     if splitk["interpreted"]:
         return "setting", "split-K's gain was timed under the CPU interpreter: measure it on a GPU before running it"
+    if splitk["what_if"]:  # the kernels the deployment would run were not the ones timed
+        return "setting", ("split-K's gain was measured with the box's own tile plan, a what-if for the declared GPU: "
+                           "measure the declared GPU's plan (rewrite.plan: declared) before running it")
     low = splitk["interval"][0]
     if splitk["over"] == setting["levers"]:  # measured against the winner itself
         beats, versus = low > 1.0, "1 (no change)"

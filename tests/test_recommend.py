@@ -22,12 +22,13 @@ PD = DATA / "sglang-pd-standin-run"
 RUNS = [H200, CPU, PD]
 
 
-def test_h200_runs_split_k_over_the_levers_winner_and_says_why():
+def test_h200_runs_the_levers_winner_while_its_split_k_was_a_what_if_and_says_why():
     r = rec.recommend(str(H200))
     assert r.setting["name"] == "attention-torch-fallback"  # the levers finding's best, as recorded
     assert r.setting["launches"][0]["env"]["SGLANG_SM120_FLASHMLA_BACKEND"] == "torch"
-    assert r.run_this == "splitk"
-    assert r.splitk["interval"][0] > r.setting["interval"][1]  # beyond both intervals, as _choose says
+    # split-K measured faster, beyond both intervals, but with the H200's own tile plan: not the sm_120 kernels
+    assert r.splitk["interval"][0] > r.setting["interval"][1] and r.splitk["what_if"]
+    assert r.run_this == "setting" and any("what-if for the declared GPU" in w for w in r.why)
     env = r.splitk["launches"][0]["env"]
     assert env["SGLANG_SM120_FLASHMLA_BACKEND"] == splitk_plugin.BACKEND
     assert env["PYTHONPATH"].split(":")[:2] == [str(splitk_plugin.REPO_ROOT), str(splitk_plugin.PLUGIN_DIR)]
@@ -103,3 +104,13 @@ def test_a_bad_run_is_one_error_line_and_bad_input(capsys, tmp_path):
     code, out, err = agent_in_process(["recommend", str(tmp_path / "empty"), "--json"], capsys)
     assert code == exitcodes.BAD_INPUT and err.startswith("error: ") and err.count("\n") == 1
     assert json.loads(out)["status"] == "bad-input" and json.loads(out)["setting"] is None
+
+
+def test_split_k_is_run_only_when_the_declared_gpus_kernels_were_timed_on_a_gpu_and_clear_the_winner():
+    setting = {"name": "attention-torch-fallback", "levers": ["attention-torch-fallback"], "ratio": 1.696,
+               "interval": [1.692, 1.700]}
+    measured = {"interval": [2.199, 2.210], "over": [], "interpreted": False, "what_if": False}
+    assert rec._choose(setting, measured)[0] == "splitk"
+    assert rec._choose(setting, dict(measured, what_if=True))[0] == "setting"
+    assert rec._choose(setting, dict(measured, interpreted=True))[0] == "setting"
+    assert rec._choose(setting, dict(measured, interval=[1.69, 1.75]))[0] == "setting"  # overlaps the winner's
