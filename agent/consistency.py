@@ -12,10 +12,10 @@ step samples), so it runs the same live, on replay, and on an old journal.
 
 from __future__ import annotations
 
-import math
 
 from typing import Any, Callable, Iterable
 
+from agent.causes import causes_of
 from agent.steps.diagnosis import call_text
 from reports.format import fmt
 from schema.consistency import KERNEL_MEASUREMENT, Bound, Check, Consistency, Measurement, Prediction, Setting
@@ -265,7 +265,8 @@ def predictions_of(by: dict[str, Finding]) -> list[Prediction]:
         interval = (splitk.data.get("prediction_intervals") or {}).get(key)
         found.append(Prediction(name=f"split-K {splitk.numbers[key].label}", finding=splitk.stem, predicted_x=x,
                                 interval=tuple(interval) if interval else None, basis=basis,
-                                measurement="split-K rewrite", verdict_claimed=splitk.verdict))
+                                measurement="split-K rewrite", verdict_claimed=splitk.verdict,
+                                scope="operation" if key == "predicted_operation_x" else ""))
     return found
 
 
@@ -358,7 +359,9 @@ def hold(bounds: list[Bound], measurements: list[Measurement], predictions: list
             checks.append(Check(**base, verdict="holds", note=_loose(p.interval, m.interval) + m.noise))
         else:
             claimed = f"; the finding's verdict said {p.verdict_claimed}" if p.verdict_claimed else ""
-            checks.append(Check(**base, verdict="missed", note=m.noise + claimed, cause=causes.get(m.name, causes.get("*", ""))))
+            cause = causes.get(f"{m.name}/{p.scope}") if p.scope else None
+            cause = cause if cause is not None else causes.get(m.name, causes.get("*", ""))
+            checks.append(Check(**base, verdict="missed", note=m.noise + claimed, cause=cause))
     return checks
 
 
@@ -525,46 +528,6 @@ def _loose(predicted: tuple[float, float] | None, measured: tuple[float, float] 
     if not wide:
         return ""
     return f"{LOOSE}: {' and '.join(wide)}, so the points' agreement is no sharper confirmation than that; "
-
-
-def causes_of(by: dict[str, Finding]) -> dict[str, str]:
-    """What the run itself can say about why a measurement beat a bound or missed a prediction, by
-    measurement name ("*" for any): the bound's own reach (a kernel-only bound, T with the profiler's
-    gaps in it), and for the rewrite what its profiles show changed outside the operation (the old
-    wrapper's other kernels gone, fewer launches and their gaps, the profiler stretching the two
-    settings differently)."""
-    profile, ceiling, splitk = by.get("profile"), by.get("ceiling"), by.get("splitk")
-    general, reasons = [], []
-    if ceiling is not None and "operation_instant_x" not in ceiling.numbers:
-        general.append(f"the bound counts {ceiling.data.get('kernel', 'the kernel')} alone, while a backend replaces "
-                       "the whole attention call (its wrapper's own kernels sit in the bound's rest)")
-    elif ceiling is not None:
-        general.append("the operation's bound leaves the rest of the step as profiled, but a backend that replaces the "
-                       "call can also change what lies between kernels (launch gaps, synchronizations)")
-    profiled, timed = _value(ceiling, "profiled_step_ms"), _value(ceiling, "timed_step_ms")
-    if profiled and timed and profiled > timed and "kernel_instant_x" not in (ceiling.numbers if ceiling else {}):
-        general.append(f"T is the profiled window, {profiled:.3g} ms a step against {timed:.3g} ms timed without the "
-                       f"profiler: {profiled - timed:.2g} ms a step are the profiler's own gaps")
-    vanished = (splitk.data.get("vanished_kernels") if splitk is not None else None) or []
-    kernel = ceiling.data.get("kernel") if ceiling is not None else None
-    vanished = [k for k in vanished if k["name"] != kernel]
-    if vanished and profile is not None:
-        steps = _value(profile, "steps") or 1
-        total = math.fsum(k["total_us"] for k in vanished) / 1000 / steps
-        reasons.append(f"{len(vanished)} other kernels of the profiled setting are gone with the rewrite "
-                       f"({fmt(total, '.3g')} ms a step), outside the kernel a kernel-only bound made instant")
-    stretch = splitk.data.get("profiler_stretch") if splitk is not None else None
-    if stretch and abs(stretch["after"] / stretch["before"] - 1) > 0.05:
-        reasons.append(f"the profiler stretched the two settings' steps differently ({stretch['before']:.2f}x for the "
-                       f"profiled setting, {fmt(stretch['before_window_ms'], '.4g')} ms against "
-                       f"{fmt(stretch['before_timed_ms'], '.4g')} ms timed; {stretch['after']:.2f}x with split-K, "
-                       f"{fmt(stretch['after_window_ms'], '.4g')} against {fmt(stretch['after_timed_ms'], '.4g')} ms), so "
-                       "speedups read from the two profiles are not the speedups the timed runs see")
-    launches = splitk.data.get("launches_per_step") if splitk is not None else None
-    if launches:
-        reasons.append(f"kernel launches a step {launches['before']:g} -> {launches['after']:g} (each launch's gap "
-                       "inside the step goes with it)")
-    return {"*": "; ".join(general), "split-K rewrite": "; ".join(general + reasons)}
 
 
 def check(findings: Iterable[Finding], target: dict[str, Any], samples: SampleLookup | None = None) -> Consistency:

@@ -44,8 +44,9 @@ def recommendation(s: dict[str, Finding], decision: dict[str, Any] | None) -> st
         op = (ceiling.data.get("operation") or {}).get("name") if ceiling else None
         what = f"the split-K rewrite of {_kernel(s, ceiling, 60)}" if ceiling else "the split-K rewrite"
         where = "at or above" if splitk.number("splitk_tok_s") >= goal else "below"
-        return (f"take {what}{f' (the {op} operation)' if op else ''}: measured {_num(splitk, 'splitk_tok_s', '.4g')} "
-                f"(projected), {_num(splitk, 'measured_x', '.4g')}"
+        # the tok/s is the measured ratio applied to the projected step: projected, never "measured"
+        return (f"take {what}{f' (the {op} operation)' if op else ''}: {_num(splitk, 'splitk_tok_s', '.4g')} "
+                f"(projected), from the measured {_num(splitk, 'measured_x', '.4g')}"
                 f"{_interval(splitk, 'measured_low_x', 'measured_high_x', 'measured_x')} over the profiled setting's "
                 f"{_num(splitk, 'rounds_reference_tok_s', '.4g')} in the same alternating rounds (the sweep's baseline "
                 f"median: {_num(levers, 'baseline_tok_s', '.4g')}); {where} {goal_text(levers)}.")
@@ -183,7 +184,7 @@ def why(s: dict[str, Finding]) -> list[str]:
     if "best_tok_s" in levers.numbers:
         met = levers.number("best_tok_s") >= levers.number("goal_tok_s")  # a comparison of two held numbers, no arithmetic
         items.append(f"{'A lever setting reaches' if met else 'No lever reaches'} the goal: the best setting measured, "
-                     f"{_num(levers, 'best_tok_s', '.4g')}.")
+                     f"{_num(levers, 'best_tok_s', '.4g')}{best_setting_outputs(levers)}.")
     if ceiling is not None:
         part = ("operation_share", "its operation") if "operation_share" in ceiling.numbers else ("kernel_share", "it")
         items.append(f"{_kernel(s, ceiling, 60)} dominates the profile: {part[1]} is {_num(ceiling, part[0])} of "
@@ -202,6 +203,22 @@ def why(s: dict[str, Finding]) -> list[str]:
                      f"{_num(splitk, 'kernel_speedup')} faster in the profile and the engine {_num(splitk, 'measured_x', '.4g')} "
                      f"faster in alternating rounds.")
     return [f"{i}. {item}" for i, item in enumerate(items[:4], 1)]
+
+
+def best_setting_outputs(levers: Finding) -> str:
+    """Which setting the best tok/s is, and, where its decode output differs from the baseline's beyond the
+    tolerance, by how much (the levers step's output check): a faster setting that changes the answers is
+    not a free win, and the reader of one sentence must see it."""
+    best = levers.data.get("best") or {}
+    if not best.get("levers"):
+        return ""
+    name = "+".join(best["levers"])
+    row = next((r for r in levers.data.get("levers") or [] if r.get("name") == name), {})
+    out = row.get("output") or {}
+    if not out.get("rows_beyond"):
+        return f" ({code(name)})"
+    return (f" ({code(name)}, which changes {out['rows_beyond']} of {out['rows']} output rows beyond "
+            f"{100 * out['rtol']:.0f}%, up to {100 * out['worst_row']:.3g}%)")
 
 
 def stand_in_caveat(s: dict[str, Finding]) -> str:

@@ -84,6 +84,9 @@ class Prediction(_Model):
     basis: str
     measurement: str  # the Measurement.name it is held against
     verdict_claimed: str = ""
+    # "operation": made from the operation's measured speedup, so the kernels inside the operation are in it
+    # and cannot explain its miss; "": from the kernel alone, or an estimate
+    scope: str = ""
 
 
 class Check(_Model):

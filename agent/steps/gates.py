@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from statistics import median
 from typing import Any
 
 from agent import stats
@@ -110,7 +111,8 @@ def measure_what_if(state: InvestigationState, session: Session, target: Target,
     engine.sweep alternates the profiled setting and the what-ifs (a warm-up of each, then the
     split-K step's number of rounds), so each what-if gets a paired interval of its ratio and its
     output is checked against the profiled setting's, as a lever's is. Each row: backend, sm, tok_s
-    (projected: the profiled run's tok/s x the ratio), reference_tok_s, x, interval, interval_basis,
+    and reference_tok_s (each setting's run of median step time among the rounds, projected, as the split-K
+    step's are: the two steps' tok/s stand on one basis), x, interval, interval_basis,
     output, seq; or error."""
     profile = finding_for(state, "profile")
     profiled = profile.data["setting"]
@@ -147,7 +149,9 @@ def measure_what_if(state: InvestigationState, session: Session, target: Target,
             continue
         ref_sketch = next((a["sketch"] for a in references if a["ok"] and a.get("sketch")), None)
         output = output_check(ref_sketch, [m.get("sketch") for m in measured if m["ok"]], noise.output_rtol)
-        rows.append({"backend": b, "sm": box_sm, "tok_s": baseline * interval.ratio, "reference_tok_s": baseline,
+        scales = [m["scale"] for a, m in zip(references, measured) if a["ok"] and m["ok"]]
+        tok_s, ref_tok_s = (median(scales) / median(ms) for ms in ([p[1] for p in pairs], [p[0] for p in pairs]))
+        rows.append({"backend": b, "sm": box_sm, "tok_s": tok_s, "reference_tok_s": ref_tok_s,
                      "x": interval.ratio, "interval": [interval.low, interval.high] if interval.low is not None else None,
                      "interval_basis": (f"{100 * noise.confidence:.0f}% t-interval over {len(pairs)} rounds alternating "
                                         f"the profiled setting and the what-if in one engine process after a warm-up "
@@ -287,5 +291,5 @@ def _what_if(state: InvestigationState, session: Session, target: Target, box_sm
                                      "log"],
                             rows=what_if_table_rows(measured),
                             note="stand-in box numbers; never part of the deployment's ceiling; tok/s projected: "
-                                 "the profiled run's tok/s x the ratio measured in alternating rounds"))
+                                 "each setting's run of median step time in the alternating rounds (as the split-K step's)"))
     return {"sm": box_sm, "passes_more": len(differs), "measured": measured}

@@ -147,6 +147,20 @@ def splitk_estimate(report: dict[str, Any], arch: str) -> dict[str, Any] | None:
                                        "(structural estimate)")}
 
 
+def _headline(kernel: str, where: str, reports: list, lead: dict, sm_count: int, loop: dict | None) -> str:
+    """Led by the goal's concurrency (``lead``), the batch the deployment runs at; the first point (B=1) beside it."""
+    first_point, first = reports[0]
+    lead_point = next((p for p, r in reports if r is lead), first_point)
+
+    def per_sm(report) -> str:
+        return f"{(report.get('programs') or 0) / sm_count:.2f} per SM"
+
+    return (f"{kernel} ({where}) launches grid {first.get('grid_expr')}: {lead.get('programs')} programs at "
+            f"{lead_point['label']} on {sm_count} SMs ({per_sm(lead)}"
+            + (f"; {first.get('programs')} at {first_point['label']}, {per_sm(first)})" if lead is not first else ")")
+            + (f"; each loops over {loop['stop_expr']} serially" if loop else ""))
+
+
 def read_grid(state: InvestigationState, session: Session, target: Target) -> Draft:
     """Find the dominant kernel's source on the box, its launch site and grid expression, and evaluate
     them at the deployment's per-rank shapes (batch 1 and the goal's concurrency, declared SMs and
@@ -186,9 +200,7 @@ def read_grid(state: InvestigationState, session: Session, target: Target) -> Dr
     if diagnosis is not None:
         diagnosis = with_ncu_record(diagnosis, ncu, capture_counters(session, ncu, kernel))
     reason = _splitk_reason(target, reports, candidates, first, loop, diagnosis)
-    headline = (f"{kernel} ({where}) launches grid {first.get('grid_expr')}: {first.get('programs')} programs at "
-                f"{first_point['label']} on {declared_sm_count} SMs ({(first.get('programs') or 0) / declared_sm_count:.2f} per SM)"
-                + (f"; each loops over {loop['stop_expr']} serially" if loop else ""))
+    headline = _headline(kernel, where, reports, deployment_concurrency, declared_sm_count, loop)
     numbers, tables, extra = {}, [], {}
     if diagnosis is not None:
         tables.append(diagnosis_table(kernel, diagnosis))

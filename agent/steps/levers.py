@@ -561,6 +561,8 @@ def _row(lever: Lever, result: dict[str, Any], min_effect: float) -> list[Any]:
     ratio = ratio_text(result["ratio"], low, high)
     if result["status"] == "not comparable":
         ratio += " (not comparable)"
+    if needs:  # the row's tok/s and ratio are the combination's: said where they stand, not only in the verdict
+        ratio += f" (with {needs['lever']})"
     return [lever.name, change, result["tok_s"], ratio, _runs_text(runs - result["failed_runs"], runs), verdict,
             _seqs_text(result["seqs"])]
 
