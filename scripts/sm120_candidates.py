@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -20,6 +21,8 @@ from tools.kernels.splitk import tiles  # noqa: E402
 
 
 def candidates() -> list[tiles.KernelConfig]:
+    if os.environ.get("SM120_FAMILY") == "2":
+        return candidates_flat()
     out = []
     shapes = [(16, 32, 4), (16, 64, 4), (32, 32, 4), (32, 32, 8), (32, 64, 8), (64, 32, 8), (64, 64, 8)]
     for block_h, block_t, warps in shapes:
@@ -32,8 +35,24 @@ def candidates() -> list[tiles.KernelConfig]:
     return out
 
 
+def candidates_flat() -> list[tiles.KernelConfig]:
+    """The second design (issue 29, 2026-12-07): S's fp8 groups in a branchless loop, so that Triton's pipeliner
+    turns their gathers into cp.async stages ahead (the first design's group loop branched on the rope group
+    and ran one HBM round trip per group, 8 a tile, one after another); P V over the 512 dims whole, as two
+    halves in one program, or split over two programs (64 heads then fit 8 warps' registers)."""
+    out = []
+    for block_h, block_t, warps in [(16, 32, 4), (16, 64, 4), (32, 32, 8), (32, 64, 8), (64, 32, 8), (64, 64, 8)]:
+        for stages in (2, 3):
+            for form in ("whole", "halves", "dv"):
+                out.append(tiles.KernelConfig(block_h=block_h, block_t=block_t, num_warps=warps, num_stages=stages,
+                                              programs_per_sm=1, sm120=True, flat_s=True, pv_halves=form == "halves",
+                                              d_halves=form == "dv"))  # fmt: skip
+    return out
+
+
 def name(cfg: tiles.KernelConfig) -> str:
-    return f"h{cfg.block_h}_t{cfg.block_t}_w{cfg.num_warps}_s{cfg.num_stages}" + ("_pf" if cfg.prefetch else "")
+    return (f"h{cfg.block_h}_t{cfg.block_t}_w{cfg.num_warps}_s{cfg.num_stages}" + ("_pf" if cfg.prefetch else "")
+            + ("_flat" if cfg.flat_s else "") + ("_hv" if cfg.pv_halves else "") + ("_dv" if cfg.d_halves else ""))
 
 
 def _compile(cfg_dict: dict) -> dict:
@@ -53,7 +72,7 @@ def _compile(cfg_dict: dict) -> dict:
 def main() -> int:
     import triton
 
-    with ProcessPoolExecutor(2) as pool:
+    with ProcessPoolExecutor(int(os.environ.get("COMPILE_WORKERS", "2"))) as pool:
         rows = list(pool.map(_compile, [dataclasses.asdict(c) for c in candidates()]))
     for r in rows:
         print(f"{r['name']:22s} clean={r['clean']} regs={r['registers']} spill={r['spill_stores']}/{r['spill_loads']} "

@@ -33,7 +33,30 @@ def clean_candidates(path: str) -> dict[str, tiles.KernelConfig]:
             for r in rows if r["clean"]}
 
 
+def hopper(out_path: str) -> int:
+    """The box's own plan (Hopper kernels, wgmma on) at the same cells, in a process of its own: the baseline
+    the candidates' times are read against (``--hopper``; run without the proxy's env)."""
+    assert os.environ.get("DISABLE_MMA_V3") != "1" and not os.environ.get(tiles.PLAN_ARCH_ENV), "unset the proxy's env"
+    dev = torch.device("cuda")
+    rows = []
+    for batch, topk in CELLS:
+        case = check.make_case(batch, topk, HEADS, dev, 11, topk_length=False)
+        args = check._call_args(case)
+        o = torch.empty(batch, 1, HEADS, dsv4_cache.HEAD_DIM, dtype=torch.bfloat16, device=dev)
+        lse = torch.empty(batch, HEADS, dtype=torch.float32, device=dev)
+        samples = graph_replay_us([lambda: smd.sparse_mla_decode_into(o, lse, None, *args)])
+        plan = tiles.device_plan(batch, topk, HEADS, dev, None, None, None)
+        rows.append({"batch": batch, "topk": topk, "median_us": statistics.median(samples), "samples_us": samples,
+                     "splits": plan.splits, "config": tiles.config_name(plan.cfg)})
+    with open(out_path, "a") as out:
+        out.write(json.dumps({"name": "hopper_plan", "cells": rows}) + "\n")
+    print("hopper_plan", " ".join(f"{r['batch']}x{r['topk']}:{r['median_us']:.1f}({r['config']})" for r in rows), flush=True)
+    return 0
+
+
 def main() -> int:
+    if "--hopper" in sys.argv:
+        return hopper(sys.argv[sys.argv.index("--hopper") + 1])
     assert os.environ.get("DISABLE_MMA_V3") == "1" and os.environ.get(tiles.PLAN_ARCH_ENV) == "120", "set the proxy's env"
     configs = clean_candidates(sys.argv[1])
     # two 4-warp programs fit an SM (registers and shared memory): the split rule may plan for both

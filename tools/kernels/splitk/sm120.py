@@ -90,6 +90,28 @@ def _sm120_tile(nope, sc, rope, BLOCK_T: tl.constexpr, INTERPRETER: tl.constexpr
 
 
 @triton.jit
+def _sm120_half(cache_fp8_ptr, cache_u8_ptr, cache_bf16_ptr, valid, data_base, scale_base, rope_base,
+                HALF: tl.constexpr, BLOCK_T: tl.constexpr, INTERPRETER: tl.constexpr):  # fmt: skip
+    """bf16 [BLOCK_T, 256]: dims [256 HALF, 256 HALF + 256) of the P V operand (groups 4 HALF .. 4 HALF + 3;
+    the second half ends with the bf16 rope), loaded and dequantized in one piece."""
+    g = HALF * 4 + tl.arange(0, 4)
+    d = tl.arange(0, 64)
+    is_nope = g < 7
+    nope = tl.load(cache_fp8_ptr + data_base[:, None, None] + (g * 64)[None, :, None] + d[None, None, :],
+                   mask=valid[:, None, None] & is_nope[None, :, None], other=0.0)  # fmt: skip
+    sc = tl.load(cache_u8_ptr + scale_base[:, None] + g[None, :], mask=valid[:, None] & is_nope[None, :], other=127)
+    scale = tl.math.exp2(sc.to(tl.float32) - 127.0)
+    if INTERPRETER:
+        kv = (nope.to(tl.float32) * scale[:, :, None]).to(tl.bfloat16)
+    else:
+        kv = nope.to(tl.bfloat16) * scale.to(tl.bfloat16)[:, :, None]
+    if HALF == 1:
+        rope = tl.load(cache_bf16_ptr + rope_base[:, None, None] + d[None, None, :], mask=valid[:, None, None], other=0.0)
+        kv = tl.where(is_nope[None, :, None], kv, rope)
+    return tl.reshape(kv, [BLOCK_T, 256])
+
+
+@triton.jit
 def _split_kernel_sm120(
     q_ptr,
     cache_fp8_ptr,
@@ -116,6 +138,11 @@ def _split_kernel_sm120(
     BLOCK_T: tl.constexpr,
     INTERPRETER: tl.constexpr,
     PREFETCH: tl.constexpr = False,
+    PIPELINE: tl.constexpr = False,
+    FLAT_S: tl.constexpr = False,
+    SCALE_S: tl.constexpr = False,
+    HALVES: tl.constexpr = False,
+    DV_SPLIT: tl.constexpr = False,
 ):
     """One (head block, split, batch row): ``_split_kernel``'s contract (the slice's normalised float32
     output and base-2 LSE at split ``split_offset + split``; -inf and 0 for a slice with no valid token),
@@ -126,6 +153,11 @@ def _split_kernel_sm120(
     softmax's running max, sum and accumulator).
     """
     hb = tl.program_id(0)
+    if DV_SPLIT:
+        # two programs a head block, one for each half of the 512 output dims: each forms S whole (the K bytes
+        # twice through L2, once from HBM when the pair runs together) and keeps half the accumulator
+        half = hb % 2
+        hb = hb // 2
     split = tl.program_id(1)
     b = tl.program_id(2).to(tl.int64)
 
@@ -146,10 +178,31 @@ def _split_kernel_sm120(
 
     m_i = tl.full([BLOCK_H], -1.0e30, dtype=tl.float32)
     l_i = tl.zeros([BLOCK_H], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_H, 512], dtype=tl.float32)
+    if DV_SPLIT:
+        acc = tl.zeros([BLOCK_H, 256], dtype=tl.float32)
+    elif HALVES:
+        # the 512 output dims as two accumulators: each P V dot's B operand is half the tile, so the registers
+        # its fragments take while the other half's accumulator waits are half as many
+        acc = tl.zeros([BLOCK_H, 256], dtype=tl.float32)
+        acc_hi = tl.zeros([BLOCK_H, 256], dtype=tl.float32)
+    else:
+        acc = tl.zeros([BLOCK_H, 512], dtype=tl.float32)
     idx_next = tl.load(idx_ptr + start + t_offs, mask=start + t_offs < end, other=-1)
+    if PIPELINE:
+        # the first tile's rows and raw bytes; the loop then issues each next tile's before this one's math
+        valid, data_base, scale_base, rope_base = _sm120_rows(idx_next, page_size, page_bytes, scale_section_off)
+        nope, sc, rope = _sm120_tile_bytes(cache_fp8_ptr, cache_u8_ptr, cache_bf16_ptr, valid, data_base, scale_base,
+                                           rope_base)  # fmt: skip
     for t0 in range(start, end, BLOCK_T):
-        if PREFETCH:
+        if PIPELINE:
+            # one tile ahead, in registers: its gather (the only HBM round trip) is in flight behind this tile's
+            # two dots, and this tile's group loads for S hit the L1 lines its own prefetch brought in
+            t_next = t0 + BLOCK_T + t_offs
+            idx_n = tl.load(idx_ptr + t_next, mask=t_next < end, other=-1)
+            nx_valid, nx_data, nx_scale, nx_rope = _sm120_rows(idx_n, page_size, page_bytes, scale_section_off)
+            nx_nope, nx_sc, nx_rope_v = _sm120_tile_bytes(cache_fp8_ptr, cache_u8_ptr, cache_bf16_ptr, nx_valid, nx_data,
+                                                       nx_scale, nx_rope)  # fmt: skip
+        elif PREFETCH:
             # the tile's indices were loaded an iteration ahead, and its P V bytes are issued before S is formed:
             # the two loads a tile waits on are in flight behind other work (one program an SM hides no latency)
             idx = idx_next
@@ -158,39 +211,105 @@ def _split_kernel_sm120(
         else:
             t = t0 + t_offs
             idx = tl.load(idx_ptr + t, mask=t < end, other=-1)
-        valid, data_base, scale_base, rope_base = _sm120_rows(idx, page_size, page_bytes, scale_section_off)
+        if not PIPELINE:
+            valid, data_base, scale_base, rope_base = _sm120_rows(idx, page_size, page_bytes, scale_section_off)
         if PREFETCH:
             nope, sc, rope = _sm120_tile_bytes(cache_fp8_ptr, cache_u8_ptr, cache_bf16_ptr, valid, data_base, scale_base,
                                                rope_base)  # fmt: skip
         s = tl.zeros([BLOCK_H, BLOCK_T], dtype=tl.float32)
-        for g in range(0, 8):  # a loop, not unrolled: one group's Q and K slices live at a time
-            q = tl.load(q_group + g * 64, mask=h_mask[:, None], other=0.0)
-            k = _sm120_group(cache_fp8_ptr, cache_u8_ptr, cache_bf16_ptr, valid, data_base, scale_base, rope_base,
-                             g, INTERPRETER)  # fmt: skip
+        if FLAT_S:
+            # the 7 fp8 groups in a loop with no branch (Triton's pipeliner takes loads in straight-line code
+            # only: the K gathers become cp.async into shared memory, stages ahead), the rope group after it
+            for g in range(0, 7):
+                q = tl.load(q_group + g * 64, mask=h_mask[:, None], other=0.0)
+                kraw = tl.load(cache_fp8_ptr + data_base[:, None] + g * 64 + d64[None, :], mask=valid[:, None], other=0.0)
+                if SCALE_S:
+                    sc_g = tl.load(cache_u8_ptr + scale_base + g, mask=valid, other=127)
+                    if INTERPRETER:
+                        s_g = tl.dot(q.to(tl.float32), tl.trans(kraw.to(tl.float32)))
+                    else:
+                        s_g = tl.dot(q, tl.trans(kraw.to(tl.bfloat16)))
+                    s += s_g * tl.math.exp2(sc_g.to(tl.float32) - 127.0)[None, :]
+                else:
+                    sc_g = tl.load(cache_u8_ptr + scale_base + g, mask=valid, other=127)
+                    scale = tl.math.exp2(sc_g.to(tl.float32) - 127.0)
+                    if INTERPRETER:
+                        k = (kraw.to(tl.float32) * scale[:, None]).to(tl.bfloat16)
+                        s = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)), s)
+                    else:
+                        k = kraw.to(tl.bfloat16) * scale.to(tl.bfloat16)[:, None]
+                        s = tl.dot(q, tl.trans(k), s)
+            q = tl.load(q_group + 448, mask=h_mask[:, None], other=0.0)
+            kr = tl.load(cache_bf16_ptr + rope_base[:, None] + d64[None, :], mask=valid[:, None], other=0.0)
             if INTERPRETER:
-                s = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)), s)
+                s = tl.dot(q.to(tl.float32), tl.trans(kr.to(tl.float32)), s)
             else:
-                s = tl.dot(q, tl.trans(k), s)
+                s = tl.dot(q, tl.trans(kr), s)
+        else:
+            for g in range(0, 8):  # a loop, not unrolled: one group's Q and K slices live at a time
+                q = tl.load(q_group + g * 64, mask=h_mask[:, None], other=0.0)
+                k = _sm120_group(cache_fp8_ptr, cache_u8_ptr, cache_bf16_ptr, valid, data_base, scale_base, rope_base,
+                                 g, INTERPRETER)  # fmt: skip
+                if INTERPRETER:
+                    s = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)), s)
+                else:
+                    s = tl.dot(q, tl.trans(k), s)
         s = tl.where(valid[None, :], s * qk_scale_log2, -1.0e30)
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
         alpha = tl.math.exp2(m_i - m_new)
         p = tl.where(valid[None, :], tl.math.exp2(s - m_new[:, None]), 0.0)
         l_i = l_i * alpha + tl.sum(p, axis=1)
         p16 = p.to(tl.bfloat16)
-        if not PREFETCH:
-            nope, sc, rope = _sm120_tile_bytes(cache_fp8_ptr, cache_u8_ptr, cache_bf16_ptr, valid, data_base, scale_base,
-                                               rope_base)  # fmt: skip
-        kv = _sm120_tile(nope, sc, rope, BLOCK_T, INTERPRETER)
-        if INTERPRETER:
-            acc = tl.dot(p16.to(tl.float32), kv.to(tl.float32), acc * alpha[:, None])
+        if DV_SPLIT:
+            if half == 0:
+                kv = _sm120_half(cache_fp8_ptr, cache_u8_ptr, cache_bf16_ptr, valid, data_base, scale_base, rope_base, 0,
+                                 BLOCK_T, INTERPRETER)  # fmt: skip
+            else:
+                kv = _sm120_half(cache_fp8_ptr, cache_u8_ptr, cache_bf16_ptr, valid, data_base, scale_base, rope_base, 1,
+                                 BLOCK_T, INTERPRETER)  # fmt: skip
+            if INTERPRETER:
+                acc = tl.dot(p16.to(tl.float32), kv.to(tl.float32), acc * alpha[:, None])
+            else:
+                acc = tl.dot(p16, kv, acc * alpha[:, None])
+        elif HALVES:
+            kv_lo = _sm120_half(cache_fp8_ptr, cache_u8_ptr, cache_bf16_ptr, valid, data_base, scale_base, rope_base, 0,
+                                BLOCK_T, INTERPRETER)  # fmt: skip
+            if INTERPRETER:
+                acc = tl.dot(p16.to(tl.float32), kv_lo.to(tl.float32), acc * alpha[:, None])
+            else:
+                acc = tl.dot(p16, kv_lo, acc * alpha[:, None])
+            kv_hi = _sm120_half(cache_fp8_ptr, cache_u8_ptr, cache_bf16_ptr, valid, data_base, scale_base, rope_base, 1,
+                                BLOCK_T, INTERPRETER)  # fmt: skip
+            if INTERPRETER:
+                acc_hi = tl.dot(p16.to(tl.float32), kv_hi.to(tl.float32), acc_hi * alpha[:, None])
+            else:
+                acc_hi = tl.dot(p16, kv_hi, acc_hi * alpha[:, None])
         else:
-            acc = tl.dot(p16, kv, acc * alpha[:, None])
+            if not PREFETCH and not PIPELINE:
+                nope, sc, rope = _sm120_tile_bytes(cache_fp8_ptr, cache_u8_ptr, cache_bf16_ptr, valid, data_base,
+                                                   scale_base, rope_base)  # fmt: skip
+            kv = _sm120_tile(nope, sc, rope, BLOCK_T, INTERPRETER)
+            if INTERPRETER:
+                acc = tl.dot(p16.to(tl.float32), kv.to(tl.float32), acc * alpha[:, None])
+            else:
+                acc = tl.dot(p16, kv, acc * alpha[:, None])
         m_i = m_new
+        if PIPELINE:
+            valid, data_base, scale_base, rope_base = nx_valid, nx_data, nx_scale, nx_rope
+            nope, sc, rope = nx_nope, nx_sc, nx_rope_v
 
     has_any = l_i > 0.0
-    out = acc / tl.where(has_any, l_i, 1.0)[:, None]
+    inv = 1.0 / tl.where(has_any, l_i, 1.0)
     slot = (b * total_splits + split_offset + split) * heads + h
-    dim = tl.arange(0, 512)
-    tl.store(o_part_ptr + slot[:, None] * 512 + dim[None, :], out, mask=h_mask[:, None])
+    if DV_SPLIT:
+        dim = half * 256 + tl.arange(0, 256)
+        tl.store(o_part_ptr + slot[:, None] * 512 + dim[None, :], acc * inv[:, None], mask=h_mask[:, None])
+    elif HALVES:
+        dim = tl.arange(0, 256)
+        tl.store(o_part_ptr + slot[:, None] * 512 + dim[None, :], acc * inv[:, None], mask=h_mask[:, None])
+        tl.store(o_part_ptr + slot[:, None] * 512 + 256 + dim[None, :], acc_hi * inv[:, None], mask=h_mask[:, None])
+    else:
+        dim = tl.arange(0, 512)
+        tl.store(o_part_ptr + slot[:, None] * 512 + dim[None, :], acc * inv[:, None], mask=h_mask[:, None])
     lse2 = tl.where(has_any, m_i + tl.math.log2(tl.where(has_any, l_i, 1.0)), float("-inf"))
     tl.store(lse_part_ptr + slot, lse2, mask=h_mask)
