@@ -15,6 +15,7 @@ from agent.session import Session
 from agent.state import InvestigationState, finding_for, findings_of
 from agent.steps import Draft
 from agent.steps.measurements import ratio_text
+from agent.steps.next_steps import next_steps
 from reports import plots
 from reports.html import render_html
 from reports.render import render_gates_appendix, render_report
@@ -122,6 +123,8 @@ def write_report(state: InvestigationState, session: Session, target: Target) ->
     findings = findings_of(state)
     rates = declared_rates(target)
     run = report_run(state["run_id"], state["started"], target, len(findings), timing, rates)
+    # from the run's own traces (artifacts already stored): no tool call, no new measurement
+    run["next_steps"] = next_steps(findings, lambda path: session.artifact_path({"path": path}))
     held = consistency.check(findings, target.model_dump(mode="json"))
     text = render_report(findings, state.get("decision"), run, plot_paths, held)
     session.run.write_file(REPORT, text.encode())
@@ -143,5 +146,6 @@ def write_report(state: InvestigationState, session: Session, target: Target) ->
                                                        f"({rates['memory_GBps']['citations'][0]['url']}; {rates['memory_GBps']['source']})")}
                  if rates else {}),
         data={"plots": plot_paths, "consistency": held.model_dump(mode="json"), "timing": timing,
-              **({"declared_rates": rates} if rates else {})},
+              **({"declared_rates": rates} if rates else {}),
+              **({"next_steps": run["next_steps"]} if run["next_steps"] else {})},
     )
