@@ -216,3 +216,21 @@ def test_agent_trace_sequences_and_overlap():
     assert done.returncode == 0 and "0.0%" in done.stdout and "rank" in done.stdout
     done = _agent(TP[0], "--overlap", "--sequences")
     assert done.returncode == 2 and "choose one of" in done.stderr
+
+
+def test_the_overlap_step_bounds_the_critical_ranks_exposed_collectives_on_the_tp2_traces():
+    from agent.steps.next_steps import overlap_step
+
+    profile = Finding(index=3, step="profile", headline="", verdict="", data={
+        "summary": None, "dominant": None, "complete": True,
+        "setting": {"label": "baseline", "env": {}, "options": {}},
+        "parallel": {"critical_rank": 1, "communication_share": 0.54, "ranks": []}})
+    step, table = overlap_step({"profile": profile}, [str(p) for p in TP], 0.0, Path, [(profile, [15])])
+    ranks = {r["rank"]: r for r in table["ranks"]}
+    assert table["rank"] == "1" and table["critical_rank"] == 1
+    critical = ranks["1"]
+    assert step["bound_us"] == min(critical["exposed_us"], critical["computation_outside_us"]) > 0
+    assert step["basis"] == "measured + modelled" and "modelled from the engine's structure" in step["detail"]
+    assert all(r["overlap_share"] == 0.0 for r in table["ranks"])
+    one, why = overlap_step({"profile": profile}, [str(TP[0])], 0.0, Path, [])
+    assert one is None and why["status"].startswith("one rank")

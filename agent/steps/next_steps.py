@@ -172,7 +172,7 @@ def lever_steps(levers: Finding | None, window_us: float) -> list[dict]:
 
 def next_steps(findings: list[Finding], path_of: Callable[[str], Path]) -> dict[str, Any] | None:
     """The ranked next steps and the tables behind them, as plain data for the report finding; None when the
-    run profiled no GPU setting (a CPU-only trace has host ranges, not kernels: nothing to mine)."""
+    run profiled no setting; only a ``status`` (no steps) when its trace is unreadable or CPU-only."""
     by_step = {f.step: f for f in findings}
     setting = _setting(by_step)
     if setting is None:
@@ -184,7 +184,8 @@ def next_steps(findings: list[Finding], path_of: Callable[[str], Path]) -> dict[
     except ValueError as exc:
         return {"status": f"the trace of {label} could not be read: {exc}", "steps": []}
     if summary.kind != trace.GPU:
-        return None
+        return {"status": f"not computed: the trace of {label} is CPU-only (host ranges timed by the interpreter, no "
+                          "device kernels): no kernel sequence, launch gap or collective to read", "steps": []}
     window_us = summary.merged.in_step_window_us / summary.merged.steps / max(len(summary.ranks), 1) if summary.merged.steps else 0.0
     survey, levers, profile = by_step.get("survey"), by_step.get("levers"), by_step.get("profile")
     trace_evidence = [(finding, _seqs(finding, *seq_keys))]
