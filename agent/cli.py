@@ -349,7 +349,7 @@ def cmd_validate(args) -> int:
 
 
 TOOL_COMMANDS = {
-    "trace": ("tools.trace.cli", "kernel table of PyTorch-profiler traces (--by-op: kernel time by launching frame)"),
+    "trace": ("tools.trace.cli", "kernel table of PyTorch-profiler traces (--by-op, --sequences, --overlap)"),
     "grid": ("tools.kernel_source.cli", "a kernel's launch grid, loops and resources from its source"),
     "gates": ("tools.gates.cli", "capability gates of an engine source tree for an SM version"),
 }
@@ -377,7 +377,8 @@ EXAMPLES = {
     "recommend": ["recommend runs/examples/dsv4-flash-h200-20261202b   # the SGLang command to run", "recommend RUN --json"],
     "diff": ["diff tests/data/examples-20261201/h200 runs/examples/dsv4-flash-h200-20261202b", "diff RUN_A RUN_B --json"],
     "trace": ["trace rank0.json.gz rank1.json.gz --by-rank --top 10",
-              "trace trace.json --by-op                         # kernel time by launching frame"],
+              "trace trace.json --by-op                         # kernel time by launching frame",
+              "trace eager.json.gz graph.json.gz --sequences    # fusion candidates; --overlap: comm vs compute"],
     "grid": ["grid --source flash_mla_sm120_triton.py --kernel _tiled_sparse_decode_kernel \\\n"
              "       --shape B=1 --shape H=64 --shape topk=512 --shape has_topk_len=false --sms 188 --arch sm_120",
              "grid --source kernels/ --kernel my_kernel --shape N=4096 --sms 132 --no-compile"],

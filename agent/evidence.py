@@ -18,6 +18,8 @@ from agent.state import InvestigationState, finding_for
 from schema.finding import Finding, StepName
 
 JSON = dict[str, Any]
+# How the reference engine's note on its weights begins (tools/engines/reference/bench.py): bf16 where FP8/FP4.
+BF16_FOR_FP8 = "weights are bf16 where the checkpoint holds FP8"
 
 
 class _Data(BaseModel):
@@ -95,6 +97,15 @@ class LeversData(_Open):
     levers: list[LeverResult]
     baseline_options: JSON = Field(default_factory=dict)
     best: BestSetting | None = None  # absent from a journal recorded before the levers step chose one
+    engine_notes: list[str] = Field(default_factory=list)  # the engine's own notes on what its numbers are
+
+    def bf16_for_fp8(self) -> str | None:
+        """The engine's note that it ran bf16 weights where the checkpoint holds FP8/FP4, or None."""
+        return next((note for note in self.engine_notes if note.startswith(BF16_FOR_FP8)), None)
+
+    def not_tried(self) -> list[LeverResult]:
+        """The levers the sweep did not run, each with its reason."""
+        return [lever for lever in self.levers if lever.status == "not tried"]
 
 
 # -- profile --------------------------------------------------------------------------------------
@@ -144,6 +155,14 @@ class ProfileData(_Data):
     server: JSON | None = None  # an SGLang server's profile: the server, its arguments, the installed SGLang
     # the bench result's kernel_names for the kernels shown (absent from a journal recorded before the box gave them)
     kernel_names: JSON | None = None
+
+    def trace_files(self) -> list[str]:
+        """The profile's trace files (run-relative paths), one per rank when the engine ran several."""
+        return [f["path"] for f in (self.summary or {}).get("files", []) if isinstance(f, dict) and "path" in f]
+
+    def eager_trace(self) -> str | None:
+        """The eager profile of the same step the engine wrote beside a graph replay (run-relative), or None."""
+        return (self.eager_summary or {}).get("file")
 
 
 # -- grid -----------------------------------------------------------------------------------------
@@ -240,6 +259,14 @@ class Round2Data(_Open):
     setting: str
     complete: bool = True
     dominant: bool | None = None
+    trace: str | None = None  # the setting's trace (run-relative)
+    kind: str | None = None
+    operation_detail: JSON | None = None
+
+    def eager_trace(self) -> str | None:
+        """The eager profile the dominant kernel's operation was attributed from, when not the trace itself."""
+        detail = self.operation_detail or {}
+        return detail.get("trace") if detail.get("trace") != self.trace else None
 
 
 class ReportData(_Data):
@@ -247,6 +274,7 @@ class ReportData(_Data):
     consistency: JSON | None = None
     timing: JSON | None = None  # the journal's time to the report (runs since 2026-12-01)
     declared_rates: JSON | None = None  # the declared GPU's cited rates the report quotes (issue 30)
+    next_steps: JSON | None = None  # the next steps the traces support, ranked by their bound (issue 32)
 
 
 MODELS: dict[str, type[BaseModel]] = {

@@ -527,7 +527,7 @@ def render(run_path: Path) -> str:
     try:
         # the run as the report step gave it, the declared rates as its finding holds them (never read anew)
         run_info = report_run(initial["run_id"], initial["started"], target, len(ordered),
-                              report.data.get("timing") if report else None, report.data.get("declared_rates") if report else None)
+                              *((report.data.get(k) for k in ("timing", "declared_rates", "next_steps")) if report else (None, None)))
         return render_report(ordered, decision, run_info, plots, held)
     except (jinja2.TemplateError, KeyError, AttributeError, TypeError) as exc:
         # a journal whose findings are all there but do not hold what the report reads (edited, or

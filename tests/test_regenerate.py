@@ -49,6 +49,19 @@ def test_the_recorded_tool_results_come_back_at_their_recorded_times(regenerated
 
 
 @pytest.mark.slow
+def test_the_regenerated_report_ranks_the_next_steps_after_round_2(regenerated):
+    """Issue 32: computed from the run's own traces, no call the recorded run did not make."""
+    report = (regenerated / "PROFILE_FINDINGS.md").read_text()
+    section = report.split("## Next steps the traces support", 1)[1].split("## Where the model failed", 1)[0]
+    assert report.index("## 9. After the rewrite") < report.index("## Next steps the traces support")
+    assert "### Fusion candidates" in section and "graph replay" in section and "(modelled)" in section
+    assert "FP8" in section and "attention-flashinfer" in section
+    found = json.loads((regenerated / "findings" / "10-report.json").read_text())["data"]["next_steps"]
+    bounds = [s["bound_us"] for s in found["steps"] if s["bound_us"] is not None]
+    assert bounds == sorted(bounds, reverse=True)
+
+
+@pytest.mark.slow
 def test_a_regenerated_run_replays_identically(regenerated, tmp_path):
     outcome = runner.replay(regenerated, tmp_path / "replay")
     assert outcome.status == "done", outcome.message

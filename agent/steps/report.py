@@ -15,6 +15,7 @@ from agent.session import Session
 from agent.state import InvestigationState, finding_for, findings_of
 from agent.steps import Draft
 from agent.steps.measurements import ratio_text
+from agent.steps.next_steps import next_steps
 from reports import plots
 from reports.html import render_html
 from reports.render import render_gates_appendix, render_report
@@ -102,14 +103,16 @@ def declared_rates(target: Target) -> dict | None:
                             "source": DECLARED_RATES.relative_to(DECLARED_RATES.parents[3]).as_posix()}}
 
 
-def report_run(run_id: str, started: str, target: Target, before: int, timing: dict | None, rates: dict | None) -> dict:
+def report_run(run_id: str, started: str, target: Target, before: int, timing: dict | None, rates: dict | None,
+               steps: dict | None = None) -> dict:
     """What the report reads of the run besides its findings: the target's name and description, the
     journal's timing, the declared GPU's cited rates (held by the report finding, the ``before + 1``-th)
-    and the engine environment the target pinned (the first screen names a default it pinned away from)."""
+    and the engine environment the target pinned (the first screen names a default it pinned away from); the
+    next steps as the report finding holds them (agent.steps.next_steps; never computed anew from a render)."""
     return {"run_id": run_id, "target": target.name, "description": target.description.strip(), "started": started,
             "timing": timing, "declared_rates": rates, "engine_env": dict(target.engine.env),
             "declared_gpu": f"{target.deployment.gpus}x {target.deployment.gpu}",
-            "report_stem": f"[{before + 1:02d}-report](findings/{before + 1:02d}-report.md)"}
+            "report_stem": f"[{before + 1:02d}-report](findings/{before + 1:02d}-report.md)", "next_steps": steps}
 
 
 def write_report(state: InvestigationState, session: Session, target: Target) -> Draft:
@@ -121,7 +124,9 @@ def write_report(state: InvestigationState, session: Session, target: Target) ->
     timing = journal_timing(read_events(session.run.log_path))
     findings = findings_of(state)
     rates = declared_rates(target)
-    run = report_run(state["run_id"], state["started"], target, len(findings), timing, rates)
+    # from the run's own traces (artifacts already stored): no tool call, no new measurement
+    steps = next_steps(findings, lambda path: session.artifact_path({"path": path}))
+    run = report_run(state["run_id"], state["started"], target, len(findings), timing, rates, steps)
     held = consistency.check(findings, target.model_dump(mode="json"))
     text = render_report(findings, state.get("decision"), run, plot_paths, held)
     session.run.write_file(REPORT, text.encode())
@@ -143,5 +148,6 @@ def write_report(state: InvestigationState, session: Session, target: Target) ->
                                                        f"({rates['memory_GBps']['citations'][0]['url']}; {rates['memory_GBps']['source']})")}
                  if rates else {}),
         data={"plots": plot_paths, "consistency": held.model_dump(mode="json"), "timing": timing,
-              **({"declared_rates": rates} if rates else {})},
+              **({"declared_rates": rates} if rates else {}),
+              **({"next_steps": run["next_steps"]} if run["next_steps"] else {})},
     )

@@ -1,4 +1,8 @@
-"""Human-facing ``python -m agent trace FILE... [--json] [--by-rank] [--by-op] [--top N] [--categories FILE]``.
+"""Human-facing ``python -m agent trace FILE... [--json] [--by-rank] [--by-op | --sequences | --overlap] [--top N] [--categories FILE]``.
+
+``--sequences`` prints the fusion candidates of one rank (tools.trace.sequences: give its eager profile,
+and its CUDA-graph replay as a second file to time them as it runs); ``--overlap`` the communication
+against computation of each rank (tools.trace.overlap).
 
 ``--by-op`` prints kernel time by launching frame (tools.trace.ops) instead of the kernel table; it
 exits 0 whatever the attribution's status, which the text and the JSON (``status``, ``message``)
@@ -15,7 +19,11 @@ from pathlib import Path
 from tools import exitcodes
 
 from .events import TraceFormatError
+from .categories import DEFAULT_RULES
 from .ops import ATTRIBUTED, Attribution, attribute
+from .overlap import overlap
+from .sequences import fusion_candidates
+from .triage import format_overlap, format_sequences
 from .records import RankSummary, TraceSummary
 from .summary import CPU_HOST, summarize
 
@@ -28,6 +36,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--by-rank", action="store_true", help="also one table per rank")
     parser.add_argument("--by-op", action="store_true",
                         help="kernel time by launching frame (record_function range or Python frame), all ranks together")
+    parser.add_argument("--sequences", action="store_true",
+                        help="fusion candidates: frequent kernel sequences by operation (one rank: its eager trace, "
+                             "optionally its graph replay as a second file)")
+    parser.add_argument("--overlap", action="store_true",
+                        help="per rank: collectives' time with no computation beside it, and the overlap")
     parser.add_argument("--top", type=positive_int, default=20, metavar="N", help="kernels shown per table (default 20)")
     parser.add_argument(
         "--categories",
@@ -157,8 +170,18 @@ def format_attribution(found: Attribution, top: int = 20) -> str:
 def run(args: argparse.Namespace) -> int:
     """Print the kernel table (or JSON with --json; --by-op: kernel time by launching frame);
     2 on bad input, with a one-line message."""
+    modes = [name for name in ("by_op", "sequences", "overlap") if getattr(args, name, False)]
+    if len(modes) > 1:
+        print(f"error: choose one of --by-op, --sequences, --overlap (got {', '.join('--' + m.replace('_', '-') for m in modes)})",
+              file=sys.stderr)
+        return exitcodes.BAD_INPUT
     if getattr(args, "by_op", False):
         analyze, render = (lambda: attribute(args.files)), format_attribution
+    elif getattr(args, "sequences", False):
+        analyze, render = (lambda: fusion_candidates(args.files)), format_sequences
+    elif getattr(args, "overlap", False):
+        analyze = lambda: overlap(args.files, rules=load_category_rules(args.categories) or DEFAULT_RULES)  # noqa: E731
+        render = format_overlap
     else:
         analyze = lambda: summarize(args.files, by_rank=args.by_rank, categories=load_category_rules(args.categories))  # noqa: E731
         render = format_summary

@@ -24,6 +24,7 @@ from .cuda_graph import GRAPH_LAUNCH, RUNTIME_CATEGORIES
 from .events import TraceFormatError, iter_record_batches
 from .host import OPERATION_PREFIX, PROFILER_STEP, fold_worker_collectives, is_work_range, outermost
 from .ranks import rank_from_pid
+from .steps import step_number
 from .summary import CPU_HOST, DEVICE_CATEGORIES
 
 # Top-level packages whose frames are the machinery under a call, never the operation itself.
@@ -82,6 +83,9 @@ class FileEvents:
     k_name: array = field(default_factory=lambda: array("l"))
     k_dur: array = field(default_factory=lambda: array("d"))
     k_key: array = field(default_factory=lambda: array("q"))
+    k_ts: array = field(default_factory=lambda: array("d"))  # device start (us): the order sequences.py reads
+    # ProfilerStep#N ranges as the device saw them (gpu_user_annotation): (N, ts, dur)
+    device_steps: list = field(default_factory=list)
     # runtime calls: correlation key, thread index, start, end, graph launch flag
     r_key: array = field(default_factory=lambda: array("q"))
     r_thread: array = field(default_factory=lambda: array("l"))
@@ -153,6 +157,7 @@ def read_file_events(path: str, library: frozenset[str]) -> FileEvents:
                 if cat in DEVICE_CATEGORIES:
                     acc.k_name.append(acc.name_id(event.name))
                     acc.k_dur.append(event.dur)
+                    acc.k_ts.append(event.ts)
                     correlation = -1 if event.args is None else event.args.correlation
                     acc.k_key.append(_correlation_key(acc.label_id(event.pid), correlation) if correlation >= 0 else -1)
                 elif cat in RUNTIME_CATEGORIES:
@@ -164,6 +169,10 @@ def read_file_events(path: str, library: frozenset[str]) -> FileEvents:
                     acc.r_start.append(event.ts)
                     acc.r_end.append(event.ts + event.dur)
                     acc.r_graph.append(1 if isinstance(event.name, str) and GRAPH_LAUNCH.match(event.name) else 0)
+                elif cat == "gpu_user_annotation":
+                    number = step_number(event.name)
+                    if number is not None:
+                        acc.device_steps.append((number, float(event.ts), float(event.dur)))
                 elif cat in ("python_function", "user_annotation", "cpu_op"):
                     name = event.name
                     if not isinstance(name, str):
@@ -202,6 +211,7 @@ class Query:
     names: list = field(default_factory=list)
     durs: list = field(default_factory=list)
     graph: list = field(default_factory=list)
+    kernel: list = field(default_factory=list)  # GPU: the kernel's index in FileEvents' k_* arrays
 
 
 def sweep(thread: ThreadFrames, frame_kinds: frozenset[int], query: Query, visit) -> None:
@@ -286,7 +296,8 @@ def queries(acc: FileEvents, kind: str) -> tuple[dict[int, Query], int, int, int
     else:
         linked = np.zeros(k_keys.size, dtype=bool)
         launch = np.zeros(k_keys.size, dtype=np.int64)
-    unlinked = Query(names=k_names[~linked].tolist(), durs=k_durs[~linked].tolist())
+    positions = np.arange(k_keys.size)
+    unlinked = Query(names=k_names[~linked].tolist(), durs=k_durs[~linked].tolist(), kernel=positions[~linked].tolist())
     r_thread, r_start, r_end = col(acc.r_thread, np.int64), col(acc.r_start, np.float64), col(acc.r_end, np.float64)
     r_graph = col(acc.r_graph, np.int8)
     launch = launch[linked]
@@ -296,7 +307,7 @@ def queries(acc: FileEvents, kind: str) -> tuple[dict[int, Query], int, int, int
         at_launch = launch[mine]
         per_thread[index] = Query(starts=r_start[at_launch].tolist(), ends=r_end[at_launch].tolist(),
                                    names=k_names[linked][mine].tolist(), durs=k_durs[linked][mine].tolist(),
-                                   graph=r_graph[at_launch].tolist())
+                                   graph=r_graph[at_launch].tolist(), kernel=positions[linked][mine].tolist())
     per_thread[-1] = unlinked
     graph_linked = int(r_graph[launch].sum()) if launch.size else 0
     return per_thread, int(k_keys.size), int(linked.sum()), graph_linked

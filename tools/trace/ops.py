@@ -158,22 +158,29 @@ def _rows(acc: FileEvents, per_thread, op: tuple[str, str] | None, use_annotatio
                             and op[0] == "record_function") and acc.names[names[f]] == op[1]:
                         _add(rows, op, None, kernel, query.durs[q], (file_index, index, f))
                         return
-            if use_annotations:
-                for f in reversed(stack):
-                    if kinds[f] in (ANNOTATION, WORK):
-                        _add(rows, ("record_function", acc.names[names[f]]), None, kernel, query.durs[q], (file_index, index, f))
-                        return
-            for f in reversed(stack):
-                if kinds[f] == USER:
-                    _add(rows, ("python", acc.names[names[f]]), acc.names[names[f]], kernel, query.durs[q], (file_index, index, f))
-                    return
-            for f in stack:
-                if kinds[f] == CPU_OP:
-                    _add(rows, ("aten", acc.names[names[f]]), None, kernel, query.durs[q], (file_index, index, f))
-                    return
-            _add(rows, ("none", NO_FRAME_ROW), None, kernel, query.durs[q], None)
+            key, f = operation_key(kinds, names, acc.names, stack, use_annotations)
+            _add(rows, key, key[1] if key[0] == "python" else None, kernel, query.durs[q],
+                 None if f is None else (file_index, index, f))
 
         sweep(thread, _enclosing_kinds(kind, True), query, visit)
+
+
+def operation_key(kinds, names, all_names, stack, use_annotations: bool) -> tuple[tuple[str, str], int | None]:
+    """The operation of a kernel launched with ``stack`` open (frame indices, outer first) when it is not
+    the dominant one's: the innermost record_function range, else the innermost user Python frame, else
+    the outermost aten op; ``(("none", NO_FRAME_ROW), None)`` without any. Returns ((source, frame name),
+    the frame's index): the one rule the by-op table and the sequence mining (sequences.py) share."""
+    if use_annotations:
+        for f in reversed(stack):
+            if kinds[f] in (ANNOTATION, WORK):
+                return ("record_function", all_names[names[f]]), f
+    for f in reversed(stack):
+        if kinds[f] == USER:
+            return ("python", all_names[names[f]]), f
+    for f in stack:
+        if kinds[f] == CPU_OP:
+            return ("aten", all_names[names[f]]), f
+    return ("none", NO_FRAME_ROW), None
 
 
 def _add(rows, key, frame, kernel, dur, instance) -> None:
@@ -185,7 +192,8 @@ def _add(rows, key, frame, kernel, dur, instance) -> None:
         row.instances.add(instance)
 
 
-def _display(key: tuple[str, str]) -> str:
+def display(key: tuple[str, str]) -> str:
+    """An operation's name as tables show it (``op:NAME`` ranges without the prefix, Python frames by function)."""
     source, name = key
     if source == "record_function" and name.startswith(OPERATION_PREFIX):
         return name[len(OPERATION_PREFIX):]
@@ -199,7 +207,7 @@ def _finish_row(key, row: _Row, kernel_time: float, frame_name: str | None) -> O
     kernels = tuple(sorted((OpKernel(name=k, calls=len(d), total_us=math.fsum(d)) for k, d in row.durations.items()),
                            key=lambda k: (-k.total_us, k.name)))
     total = math.fsum(k.total_us for k in kernels)
-    return OpRow(name=_display(key), source=key[0], frame=parse_frame(frame_name) if frame_name else None,
+    return OpRow(name=display(key), source=key[0], frame=parse_frame(frame_name) if frame_name else None,
                  calls=len(row.instances), total_us=total, share=total / kernel_time if kernel_time > 0 else None,
                  kernels=kernels)
 
@@ -301,7 +309,7 @@ def _dominant(files, placed, dominant, totals, use_annotations, counts, kind):
     frame = parse_frame(min(frames, key=lambda f: (-frames[f], f))) if frames else None
     rule = ("the innermost record_function range around its launches" if key[0] == "record_function" else
             "the innermost user Python frame that launches another kernel after it")
-    return DominantOp(status=ATTRIBUTED, message=f"{dominant} attributed to {_display(key)} ({rule})", name=_display(key),
+    return DominantOp(status=ATTRIBUTED, message=f"{dominant} attributed to {display(key)} ({rule})", name=display(key),
                       source=key[0], frame=frame, rule=rule, **base), key
 
 

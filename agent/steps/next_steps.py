@@ -1,0 +1,233 @@
+"""The next steps the run's own traces support, ranked by their bound on the decode step (issue 32).
+
+Computed by the report from artifacts the run already holds (no tool call, no new measurement): the trace
+of the last setting profiled (round 2's, after a rewrite; else the profile's) and the eager profile of
+the same step beside it. Four kinds of step, each with its evidence (the finding and the journal lines):
+
+- fusion candidates (tools.trace.sequences): per operation, its closed frequent kernel sequence whose
+  fusion saves the most at most: the device idle between its kernels in the graph replay (measured) plus
+  its intermediates written and read once at the measured copy rate (modelled: the trace holds no tensor
+  sizes; each intermediate is taken as the step's widest activation from the model's shapes, in float32);
+  a fused path the engine already has is named only where the gates scan tied one to a kernel of it;
+- overlap (tools.trace.overlap), on a profile of several ranks: the critical rank's collective time with no
+  computation beside it; what could hide it is modelled from the engine's structure (below);
+- the FP8 GEMMs, where the engine ran bf16 weights for the checkpoint's FP8/FP4 (its own note): at most
+  half the GEMM kernels' time (modelled: the weight bytes halve, the decode GEMMs taken as memory-bound);
+- the levers the sweep did not try, with no bound (not measured).
+
+A bound is time a step (us) over the setting's step window W (measured, the trace's in-step window a
+step): the step at most W / (W - bound) faster. One whose effect is below the sweep's smallest detectable
+effect is marked so: the run could not see it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from agent.evidence import typed
+from schema.finding import Finding
+from tools import trace
+from tools.trace.overlap import overlap
+from tools.trace.sequences import fusion_candidates
+
+FLOAT32 = 4
+FUSION_RANKED = 5  # operations whose fusion is ranked among the next steps; the table holds the rest
+GEMM = "gemm/moe"
+# The engine's structure behind the overlap bound: tools/engines/reference/collective.py parallel_impl
+# (after sglang 0.5.23 deepseek_v4 _project_wo_b and deepseek_v2 DeepseekV2MoE post_experts_all_reduce).
+OVERLAP_STRUCTURE = (
+    "modelled from the engine's structure (tools/engines/reference/collective.py parallel_impl, after SGLang's "
+    "deepseek_v4/deepseek_v2): each all-reduce's input is its block's whole output and its result the residual "
+    "the next block reads, so within one batch no computation of the step is independent of it; split in two "
+    "micro-batches, one half's all-reduce can run beside the other half's computation: at most the exposed "
+    "time, and no more than the computation there is to put beside it")
+
+
+def _name(finding: Finding) -> str:
+    return f"{finding.index:02d}-{finding.step}"
+
+
+def _seqs(finding: Finding | None, *keys: str) -> list[int]:
+    if finding is None:
+        return []
+    return sorted({s for key in keys if key in finding.numbers for s in finding.numbers[key].seqs})
+
+
+def _setting(by_step: dict[str, Finding]) -> tuple[Finding, list[str], str | None, str] | None:
+    """The last GPU setting profiled: (its finding, trace files, eager twin or None, label)."""
+    round2 = by_step.get("round2")
+    if round2 is not None:
+        data = typed(round2)
+        if data.complete and data.trace and data.kind == "gpu":
+            return round2, [data.trace], data.eager_trace(), data.setting
+    profile = by_step.get("profile")
+    if profile is None:
+        return None
+    data = typed(profile)
+    if not data.complete or not data.trace_files():
+        return None
+    return profile, data.trace_files(), data.eager_trace(), data.setting.label
+
+
+def _widest_activation(shapes: dict | None) -> int | None:
+    """Elements a token of the widest activation a decode step hands between kernels, from the model's shapes."""
+    if not shapes:
+        return None
+    widths = [shapes.get("hidden"), shapes.get("q_lora_rank"), shapes.get("o_lora_rank")]
+    if shapes.get("kernel_heads") and shapes.get("head_dim"):
+        widths.append(shapes["kernel_heads"] * shapes["head_dim"])
+    if shapes.get("experts_per_token") and shapes.get("moe_intermediate_per_rank"):
+        widths.append(shapes["experts_per_token"] * 2 * shapes["moe_intermediate_per_rank"])
+    if shapes.get("index_heads") and shapes.get("index_head_dim"):
+        widths.append(shapes["index_heads"] * shapes["index_head_dim"])
+    widths = [int(w) for w in widths if isinstance(w, int | float) and w > 0]
+    return max(widths) if widths else None
+
+
+def _step(kind: str, what: str, bound_us: float | None, window_us: float, basis: str, detail: str,
+          evidence: list[tuple[Finding | None, list[int]]]) -> dict[str, Any]:
+    share = bound_us / window_us if bound_us is not None and window_us > 0 else None
+    x = window_us / (window_us - bound_us) if share is not None and share < 1 else None
+    return {"kind": kind, "what": what, "bound_us": bound_us, "share": share, "x": x, "basis": basis, "detail": detail,
+            "evidence": [{"finding": _name(f), "seqs": seqs} for f, seqs in evidence if f is not None]}
+
+
+def fusion_steps(found, window_us: float, intermediate: tuple[float, str] | None, fast_paths: dict[str, str],
+                 evidence) -> tuple[list[dict], list[dict]]:
+    """Per operation, its candidate with the largest bound (candidates of one operation share kernels, so
+    they are not added); returns (the steps, the table's rows: every candidate with its bound)."""
+    rows, best = [], {}
+    for c in found.candidates:
+        modelled = c.boundaries_per_step * intermediate[0] if intermediate else None
+        bound = c.gap_us_per_step + (modelled or 0.0)
+        known = sorted({fast_paths[k] for k in c.kernels if k in fast_paths})
+        row = {**c.to_dict(), "modelled_us": modelled, "bound_us": bound, "fast_paths": known}
+        rows.append(row)
+        if c.timed_occurrences and (c.operation not in best or bound > best[c.operation]["bound_us"]):
+            best[c.operation] = row
+    rows.sort(key=lambda r: (-r["bound_us"], r["operation"], r["kernels"]))
+    steps = []
+    for row in sorted(best.values(), key=lambda r: (-r["bound_us"], r["operation"])):
+        detail = (f"{len(row['kernels'])} kernels {row['per_step']:.3g} times a step ({row['launches_per_step']:.3g} launches, "
+                  f"{row['time_us_per_step']:.4g} us of kernel time): device idle between them {row['gap_us_per_step']:.3g} us "
+                  f"a step (measured, {found.timing})")
+        if row["modelled_us"] is not None:
+            detail += f" + {row['boundaries_per_step']:.3g} intermediates {intermediate[1]}: {row['modelled_us']:.3g} us (modelled)"
+        else:
+            detail += "; the intermediates' traffic is not modelled (no model shapes)"
+        if row["fast_paths"]:
+            detail += f"; the gates scan names a fused path for its kernels: {', '.join(row['fast_paths'])}"
+        steps.append(_step("fusion", f"fuse {row['operation']}'s kernel sequence", row["bound_us"], window_us,
+                           "measured + modelled" if row["modelled_us"] is not None else "measured", detail, evidence))
+    return steps, rows
+
+
+def overlap_step(by_step: dict[str, Finding], files: list[str], window_us: float, path_of, evidence) -> tuple[dict | None, dict]:
+    """The critical rank's exposed collective time as a bound, and the per-rank table; (None, why) for one rank."""
+    profile = by_step.get("profile")
+    parallel = typed(profile).parallel if profile is not None else None
+    if not parallel or len(files) < 2:
+        return None, {"status": "one rank: no collective in the profile"}
+    try:
+        found = overlap([path_of(f) for f in files])
+    except ValueError as exc:
+        return None, {"status": f"not read: {exc}"}
+    ranks = [r.to_dict() for r in found.ranks]
+    critical = parallel.get("critical_rank")
+    rank = next((r for r in found.ranks if r.rank == str(critical)), None) or min(found.ranks, key=lambda r: r.exposed_us)
+    bound = min(rank.exposed_us, rank.computation_outside_us)
+    table = {"status": "read", "ranks": ranks, "critical_rank": critical, "rank": rank.rank,
+             "communication_share": parallel.get("communication_share"), "structure": OVERLAP_STRUCTURE}
+    detail = (f"rank {rank.rank} ({'critical, from the timed run' if critical is not None else 'the least exposed: no critical rank named'}): "
+              f"collectives {rank.communication_us:.4g} us a step, {rank.exposed_us:.4g} us with no computation beside them "
+              f"({100 * (rank.overlap_share or 0):.0f}% overlapped), computation {rank.computation_us:.4g} us (measured); "
+              f"{OVERLAP_STRUCTURE}")
+    return _step("overlap", "overlap the collectives with computation (two micro-batches)", bound,
+                 rank.window_us or window_us, "measured + modelled", detail, evidence), table
+
+
+def fp8_step(levers: Finding | None, summary, window_us: float, evidence) -> dict | None:
+    """Half the GEMM kernels' time a step, where the engine's note says it ran bf16 for FP8/FP4 weights."""
+    note = typed(levers).bf16_for_fp8() if levers is not None else None
+    if note is None or summary is None or not summary.steps:
+        return None
+    gemm_us = summary.categories.get(GEMM, 0.0) / summary.steps
+    detail = (f"the {GEMM} kernels: {gemm_us:.4g} us a step (measured); the engine's note: {note}; FP8 weights halve "
+              "their bytes: at most half their time if memory-bound (modelled; FP4 routed experts would read a quarter)")
+    return _step("fp8", "run the weight GEMMs in FP8 as the checkpoint holds them", gemm_us / 2, window_us, "modelled",
+                 detail, evidence)
+
+
+def lever_steps(levers: Finding | None, window_us: float) -> list[dict]:
+    """The levers the sweep did not try: no bound (not measured)."""
+    if levers is None:
+        return []
+    return [_step("lever", f"try the lever {lever.name}", None, window_us, "not measured",
+                  f"not tried: {lever.reason or 'no reason recorded'}", [(levers, _seqs(levers, 'smallest_detectable_effect'))])
+            for lever in typed(levers).not_tried()]
+
+
+def next_steps(findings: list[Finding], path_of: Callable[[str], Path]) -> dict[str, Any] | None:
+    """The ranked next steps and the tables behind them, as plain data for the report finding; None when the
+    run profiled no setting; only a ``status`` (no steps) when its trace is unreadable or CPU-only."""
+    by_step = {f.step: f for f in findings}
+    setting = _setting(by_step)
+    if setting is None:
+        return None
+    finding, files, eager, label = setting
+    seq_keys = ("in_step_window_ms", "steps", "window_ms")
+    try:
+        summary = trace.summarize([path_of(f) for f in files])
+    except ValueError as exc:
+        return {"status": f"the trace of {label} could not be read: {exc}", "steps": []}
+    if summary.kind != trace.GPU:
+        return {"status": f"not computed: the trace of {label} is CPU-only (host ranges timed by the interpreter, no "
+                          "device kernels): no kernel sequence, launch gap or collective to read", "steps": []}
+    window_us = summary.merged.in_step_window_us / summary.merged.steps / max(len(summary.ranks), 1) if summary.merged.steps else 0.0
+    survey, levers, profile = by_step.get("survey"), by_step.get("levers"), by_step.get("profile")
+    trace_evidence = [(finding, _seqs(finding, *seq_keys))]
+    steps, part = [], {"setting": label, "finding": _name(finding), "window_us": window_us, "files": files, "eager": eager}
+    intermediate = _intermediate(profile, survey)
+    fast_paths = {k.kernel: f"{k.fast_path} ({getattr(k, 'at', '?')})"
+                  for k in (typed(by_step["gates"]).fallback_kernels if "gates" in by_step else [])}
+    try:
+        found = fusion_candidates([path_of(eager), path_of(files[0])] if eager else [path_of(files[0])])
+        fusion, rows = fusion_steps(found, window_us, intermediate, fast_paths,
+                                    trace_evidence + [(survey, _seqs(survey, "copy_gb_s"))])
+        steps += fusion[:FUSION_RANKED]
+        part["more_fusion"] = max(len(fusion) - FUSION_RANKED, 0)
+        part["fusion"] = {"status": "mined", "timing": found.timing, "matched": found.matched, "steps": found.steps,
+                          "attributed": found.attributed, "candidates": rows[:12], "count": len(rows),
+                          "intermediate": intermediate[1] if intermediate else None}
+    except ValueError as exc:
+        part["fusion"] = {"status": f"not mined: {exc}"}
+    over, part["overlap"] = overlap_step(by_step, files, window_us, path_of, [(profile, _seqs(profile, *seq_keys))])
+    steps += [s for s in (over, fp8_step(levers, summary.merged, window_us, trace_evidence + [(levers, _seqs(levers, "baseline_tok_s"))])) if s]
+    steps += lever_steps(levers, window_us)
+    detectable = levers.numbers.get("smallest_detectable_effect") if levers is not None else None
+    for step in steps:
+        step["below_detectable"] = (None if detectable is None or step["x"] is None
+                                    else step["x"] - 1 < float(detectable.value))
+    steps.sort(key=lambda s: (s["bound_us"] is None, -(s["bound_us"] or 0.0), s["what"]))
+    part.update(steps=steps, smallest_detectable=float(detectable.value) if detectable is not None else None,
+                detectable_seqs=detectable.seqs if detectable is not None else [])
+    return part
+
+
+def _intermediate(profile: Finding | None, survey: Finding | None) -> tuple[float, str] | None:
+    """Microseconds to write and read once the step's widest activation, and how it was modelled."""
+    if profile is None or survey is None or "copy_gb_s" not in survey.numbers:
+        return None
+    data = typed(profile)
+    width, batch = _widest_activation(data.shapes), data.batch
+    rate = float(survey.number("copy_gb_s"))
+    if not width or not batch or rate <= 0:
+        return None
+    nbytes = batch * width * FLOAT32
+    # the measured copy rate counts bytes read + written: one intermediate written and read once is 2x its bytes
+    us = 2 * nbytes / (rate * 1e9) * 1e6
+    return us, (f"each taken as the step's widest activation, {batch} x {width} float32 = {nbytes / 1e6:.3g} MB, "
+                f"written and read once at the measured copy rate {rate:.4g} GB/s: {us:.3g} us each")
