@@ -68,6 +68,12 @@ class LeverResult(_Open):
     tok_s: float | None = None
     ratio: float | None = None
     interval: list[float] | None = None
+    interval_basis: str | None = None
+    seqs: list[int] | None = None
+    seq: int | None = None
+    comparable: bool = False
+    step_ms: float | None = None
+    output: JSON | None = None
 
 
 class LeversData(_Open):
@@ -77,6 +83,11 @@ class LeversData(_Open):
     goal_met: bool
     levers: list[LeverResult]
     baseline_options: JSON = Field(default_factory=dict)
+    baseline: JSON | None = None  # the baseline's runs (run_ms: each run's median step)
+    sweep: JSON | None = None  # the sweep's rules (confidence, rounds)
+    extrapolation: JSON | None = None  # layers run against the model's mix
+    engine_notes: list[str] | None = None
+    server: str | None = None  # an SGLang sweep: the server the numbers come from
 
 
 # -- profile --------------------------------------------------------------------------------------
@@ -194,6 +205,11 @@ class Option(_Open):
     upper_x: float
     can_try_here: bool
     estimate_x: float | None = None
+    estimate_basis: str | None = ""
+    estimate_kernel_x: float | None = None
+    estimate_kind: str | None = None
+    estimate_call: JSON | None = None
+    bound_from: str | None = ""
 
 
 class OptionsData(_Data):
@@ -204,13 +220,32 @@ class OptionsData(_Data):
 class SplitkData(_Open):
     measured_x: float | None = None
     measured_interval: list[float] | None = None
+    measured_interval_basis: str | None = ""
     dominant_after: KernelRow | None = None
+    setting: JSON | None = None
+    calls: list[JSON] | None = None  # each engine call: its shapes, its check and its timing alone
+    plan: JSON | None = None
+    runs_ms: JSON | None = None
+    kernel_names: JSON | None = None
+    operation_after: JSON | None = None
+    prediction_intervals: JSON | None = None
+    kernel_speedup_interval: list[float] | None = None
+    vanished_kernels: list[JSON] | None = None
+    profiler_stretch: JSON | None = None
+    launches_per_step: JSON | None = None
 
 
 class Round2Data(_Open):
     setting: str
     complete: bool = True
     dominant: bool | None = None
+    kernel: str | None = None
+    category: str | None = None
+    operation: JSON | None = None
+    reach: str | None = None
+    reachable: bool | None = None
+    beyond: JSON | None = None
+    kernel_names: JSON | None = None
 
 
 class ReportData(_Data):
@@ -239,6 +274,19 @@ def evidence(state: InvestigationState, step: StepName) -> Any:
     """The latest finding of ``step``'s data, typed; None if the step has not run."""
     found = finding_for(state, step)
     return typed(found) if found is not None else None
+
+
+def data_of(finding: Finding | None) -> Any:
+    """A finding's data as its step's model (None for no finding): how a later step, the consistency check
+    and the summary read another finding, never by string keys into its stored JSON."""
+    return typed(finding) if finding is not None else None
+
+
+def decision_question(options: Finding) -> tuple[list[JSON], str]:
+    """The options finding's options as recorded, and its automatic choice: the decision shows and journals
+    them as the step stored them (validated against OptionsData first)."""
+    auto = typed(options).auto
+    return options.data["options"], auto
 
 
 def validate(finding: Finding) -> None:

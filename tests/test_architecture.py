@@ -260,3 +260,34 @@ def test_the_script_checks_can_fail(tmp_path):
                        "from tools.kernels.splitk import check\ncheck._variant\n")
     assert len(_sys_path_edits(planted)) == 1
     assert len(_private_uses(planted)) == 2
+
+
+# -- findings read only through their types (issue #33) ------------------------------------------
+
+# A step's own draft is written (and read) by key while the step makes it; every other finding is read through
+# its step's model (agent.evidence: data_of, typed, evidence), the one module that reads stored data by key.
+OWN_DRAFT = {"draft"}
+EVIDENCE = ROOT / "agent" / "evidence.py"
+
+
+def _finding_data_reads(path: Path) -> list[str]:
+    """Each read of a finding's stored ``data`` (``finding.data.get("k")``, ``finding.data["k"]``, ``finding.data``
+    handed on whole) in ``path``, other than a step's own draft."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return [f"{_where(path)}:{node.lineno} {ast.unparse(node)}" for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and node.attr == "data" and isinstance(node.ctx, ast.Load)
+            and not (isinstance(node.value, ast.Name) and node.value.id in OWN_DRAFT)]
+
+
+def test_findings_are_read_through_their_types():
+    """No module of the agent reads another finding's data by string key: a later step, the routers, the
+    consistency check, the summary and the diff read it through the step's model (agent.evidence)."""
+    reads = [hit for path in _python_files([ROOT / "agent"]) if path != EVIDENCE for hit in _finding_data_reads(path)]
+    assert not reads, "a finding's data read by key (read it through agent.evidence's models):\n" + "\n".join(reads)
+
+
+def test_the_finding_read_check_can_fail(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text("def route(state, draft):\n    ceiling = finding_for(state, 'ceiling')\n"
+                       "    draft.data['own'] = 1\n    return ceiling.data.get('beaten_by'), ceiling.data['round']\n")
+    assert len(_finding_data_reads(planted)) == 2
