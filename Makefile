@@ -37,7 +37,7 @@ setup-ssh-tests: setup
 	else \
 		{ test -x /usr/sbin/sshd && test -x /usr/bin/setfacl && test -x /usr/bin/ssh-agent && test -x /usr/bin/c++filt && /usr/bin/python3 -c "import ensurepip"; } || \
 		{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q openssh-server openssh-client acl binutils python3-venv; } && \
-		$(PY) scripts/sshd_harness.py envs; \
+		$(PY) -m scripts.sshd_harness envs; \
 	fi
 
 # The HTML report's test (tests/test_html_report.py) opens it in a real headless browser: Debian's
@@ -69,6 +69,6 @@ $(VENV36)/.installed:
 	touch $@
 
 sm120-compile: setup $(VENV36)/.installed
-	$(PY) scripts/sm120_splitk_compile.py $(SM120_OUT)/sm120_compile_triton39.json
-	$(VENV36)/bin/python scripts/sm120_splitk_compile.py $(SM120_OUT)/sm120_compile_triton36.json
-	$(PY) scripts/sm120_splitk_compile.py --compare $(SM120_OUT)/sm120_vs_sm90_triton39.json
+	$(PY) -m scripts.sm120_splitk_compile $(SM120_OUT)/sm120_compile_triton39.json
+	$(VENV36)/bin/python -m scripts.sm120_splitk_compile $(SM120_OUT)/sm120_compile_triton36.json
+	$(PY) -m scripts.sm120_splitk_compile --compare $(SM120_OUT)/sm120_vs_sm90_triton39.json

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from agent.evidence import data_of
 from reports.format import fmt
 from schema.finding import Finding
 
@@ -24,7 +25,7 @@ def causes_of(by: dict[str, Finding]) -> dict[str, str]:
     profile, ceiling, splitk = by.get("profile"), by.get("ceiling"), by.get("splitk")
     general, reasons = [], []
     if ceiling is not None and "operation_instant_x" not in ceiling.numbers:
-        general.append(f"the bound counts {ceiling.data.get('kernel', 'the kernel')} alone, while a backend replaces "
+        general.append(f"the bound counts {data_of(ceiling).kernel} alone, while a backend replaces "
                        "the whole attention call (its wrapper's own kernels sit in the bound's rest)")
     elif ceiling is not None:
         general.append("the operation's bound leaves the rest of the step as profiled, but a backend that replaces the "
@@ -33,11 +34,12 @@ def causes_of(by: dict[str, Finding]) -> dict[str, str]:
     if profiled and timed and profiled > timed and "kernel_instant_x" not in (ceiling.numbers if ceiling else {}):
         general.append(f"T is the profiled window, {profiled:.3g} ms a step against {timed:.3g} ms timed without the "
                        f"profiler: {profiled - timed:.2g} ms a step are the profiler's own gaps")
-    vanished = (splitk.data.get("vanished_kernels") if splitk is not None else None) or []
-    kernel = ceiling.data.get("kernel") if ceiling is not None else None
+    vanished = (data_of(splitk).vanished_kernels if splitk is not None else None) or []
+    kernel = data_of(ceiling).kernel if ceiling is not None else None
     vanished = [k for k in vanished if k["name"] != kernel]
     # an operation-level prediction already holds the operation's own kernels: only those outside it explain its miss
-    in_op = {k["name"] for k in ((profile.data.get("operation") or {}).get("kernels") or [])} if profile else set()
+    operation = data_of(profile).operation if profile is not None else None
+    in_op = {k["name"] for k in (operation.kernels or [])} if operation is not None else set()
     outside = [k for k in vanished if k["name"] not in in_op]
     op_reasons = []
     if vanished and profile is not None:
@@ -52,14 +54,14 @@ def causes_of(by: dict[str, Finding]) -> dict[str, str]:
         if in_op:
             op_reasons.append(f"(the {len(vanished) - len(outside)} other kernels gone with it ran inside the "
                               "operation, already in its measured speedup)")
-    stretch = splitk.data.get("profiler_stretch") if splitk is not None else None
+    stretch = data_of(splitk).profiler_stretch if splitk is not None else None
     if stretch and abs(stretch["after"] / stretch["before"] - 1) > 0.05:
         reasons.append(f"the profiler stretched the two settings' steps differently ({stretch['before']:.2f}x for the "
                        f"profiled setting, {fmt(stretch['before_window_ms'], '.4g')} ms against "
                        f"{fmt(stretch['before_timed_ms'], '.4g')} ms timed; {stretch['after']:.2f}x with split-K, "
                        f"{fmt(stretch['after_window_ms'], '.4g')} against {fmt(stretch['after_timed_ms'], '.4g')} ms), so "
                        "speedups read from the two profiles are not the speedups the timed runs see")
-    launches = splitk.data.get("launches_per_step") if splitk is not None else None
+    launches = data_of(splitk).launches_per_step if splitk is not None else None
     if launches:
         reasons.append(f"kernel launches a step {launches['before']:g} -> {launches['after']:g} (each launch's gap "
                        "inside the step goes with it)")

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable
 
 from agent.causes import causes_of
+from agent.evidence import Option, data_of
 from agent.steps.diagnosis import call_text
 from reports.format import fmt
 from schema.consistency import KERNEL_MEASUREMENT, Bound, Check, Consistency, Measurement, Prediction, Setting
@@ -45,8 +46,8 @@ def _seqs(f: Finding, *keys: str) -> list[int]:
 
 
 def profiled_setting(profile: Finding) -> Setting:
-    s = profile.data.get("setting") or {}
-    return Setting(label=s.get("label", "profiled"), env=dict(s.get("env") or {}), options=dict(s.get("options") or {}))
+    s = data_of(profile).setting
+    return Setting(label=s.label, env=dict(s.env), options=dict(s.options))
 
 
 def backend_of(setting: Setting, attention_env: str) -> str | None:
@@ -76,8 +77,8 @@ def _ceiling_bounds(profile: Finding, ceiling: Finding, options: Finding | None,
                     note: str = "") -> list[Bound]:
     reference = profiled_setting(profile)
     tok_s = _value(ceiling, "baseline_tok_s")
-    kernel = ceiling.data.get("kernel", "the dominant kernel")
-    operation = (ceiling.data.get("operation") or {}).get("name")
+    kernel = data_of(ceiling).kernel
+    operation = (data_of(ceiling).operation or {}).get("name")
     stem = ceiling.stem
     bounds = []
     candidates = [
@@ -101,18 +102,18 @@ def _ceiling_bounds(profile: Finding, ceiling: Finding, options: Finding | None,
                             model_range=_scaled(ranges[scope], _value(ceiling, f"{scope}_instant_x"), x), model_note=note))
     if options is not None:
         ref_tok_s = _value(profile, "setting_tok_s") or tok_s
-        for option in options.data.get("options", []):
-            if option.get("name") == "accept-ceiling" or not option.get("offered") or option.get("upper_x") is None:
+        for option in data_of(options).options:
+            if option.name == "accept-ceiling" or not option.offered or option.upper_x is None:
                 continue
             # every option's bound speaks for anything that replaces the operation: a backend lever, a what-if
             # backend, the rewrite (a FlashMLA above the floors of owning the stack is a finding about them)
             applies = "any"
-            scope = "operation" if "operation" in option.get("bound_from", "") else "kernel"
-            bounds.append(Bound(name=f"option {option['name']}: {option.get('bound_from', '')}".strip(), finding=options.stem,
+            scope = "operation" if "operation" in option.bound_from else "kernel"
+            bounds.append(Bound(name=f"option {option.name}: {option.bound_from}".strip(), finding=options.stem,
                                 scope=scope, operation=kernel, reference=reference, reference_tok_s=ref_tok_s,
-                                x=option["upper_x"], basis=option.get("bound_from", ""), applies_to=applies,
+                                x=option.upper_x, basis=option.bound_from, applies_to=applies,
                                 spread=ceiling.numbers["ceiling_tok_s"].spread if "ceiling_tok_s" in ceiling.numbers else None,
-                                model_range=_scaled(ranges[scope], _value(ceiling, f"{scope}_instant_x"), option["upper_x"]),
+                                model_range=_scaled(ranges[scope], _value(ceiling, f"{scope}_instant_x"), option.upper_x),
                                 model_note=note))
     return bounds
 
@@ -135,7 +136,7 @@ def _scaled(known: tuple[float, float] | None, stated: float | None, x: float) -
 def layer_mix_note(levers: Finding | None) -> str:
     """What the bound's model does not count: the layers the engine ran against the model's mix (the sweep's
     extrapolation; the shares are the run layers', the layer types not run are not measured, nor estimated here)."""
-    engine = (levers.data.get("extrapolation") or {}) if levers is not None else {}
+    engine = (data_of(levers).extrapolation or {}) if levers is not None else {}
     run, model = engine.get("run_mix"), engine.get("model_mix")
     if not run or not model or run == model:
         return ""
@@ -160,9 +161,9 @@ def measurements_of(by: dict[str, Finding], target: dict[str, Any], samples: Sam
     if profile is None:
         return []
     attention_env = (target.get("engine") or {}).get("attention_env", "SGLANG_SM120_FLASHMLA_BACKEND")
-    on_cpu = bool(survey and survey.data.get("box", {}).get("device") == "cpu")
+    on_cpu = bool(survey and data_of(survey).box.device == "cpu")
     profiled = profiled_setting(profile)
-    profiled_samples = profile.data.get("step_ms_samples") or _lookup(samples, profile.numbers.get("setting_tok_s"))
+    profiled_samples = _lookup(samples, profile.numbers.get("setting_tok_s"))
 
     def interpreted(setting: Setting) -> bool:
         return on_cpu and backend_of(setting, attention_env) in TRITON_BACKENDS
@@ -171,25 +172,25 @@ def measurements_of(by: dict[str, Finding], target: dict[str, Any], samples: Sam
     levers = by.get("levers")
     if levers is not None:
         engine_env = dict((target.get("engine") or {}).get("env") or {})
-        baseline = Setting(label="baseline", env=engine_env, options=dict(levers.data.get("baseline_options") or {}))
+        baseline = Setting(label="baseline", env=engine_env, options=dict(data_of(levers).baseline_options))
         declared = {lever["name"]: lever for lever in target.get("levers", [])}
         base_tok_s = _value(levers, "baseline_tok_s")
-        for result in levers.data.get("levers", []):
-            if result.get("tok_s") is None or result["name"] not in declared:
+        for result in data_of(levers).levers:
+            if result.tok_s is None or result.name not in declared:
                 continue
-            lever = declared[result["name"]]
-            setting = Setting(label=result["name"], env={**engine_env, **(lever.get("env") or {})},
+            lever = declared[result.name]
+            setting = Setting(label=result.name, env={**engine_env, **(lever.get("env") or {})},
                               options={**baseline.options, **(lever.get("options") or {})})
-            interval = tuple(result["interval"]) if result.get("interval") else None
+            interval = tuple(result.interval) if result.interval else None
             found.append(Measurement(
-                name=f"lever {result['name']}", finding=levers.stem, setting=setting, reference=baseline,
+                name=f"lever {result.name}", finding=levers.stem, setting=setting, reference=baseline,
                 backend=backend_of(setting, attention_env), interpreted=interpreted(setting),
-                reference_interpreted=interpreted(baseline), tok_s=result["tok_s"],
-                x=result.get("ratio") or result["tok_s"] / base_tok_s, interval=interval,
-                noise=result.get("interval_basis", "" if interval else "no interval recorded"),
-                seqs=list(result.get("seqs") or ([result["seq"]] if result.get("seq") else []))))
+                reference_interpreted=interpreted(baseline), tok_s=result.tok_s,
+                x=result.ratio or result.tok_s / base_tok_s, interval=interval,
+                noise=result.interval_basis if "interval_basis" in result.model_fields_set else ("" if interval else "no interval recorded"),
+                seqs=list(result.seqs or ([result.seq] if result.seq else []))))
     gates = by.get("gates")
-    for row in ((gates.data.get("what_if") or {}).get("measured") or []) if gates else []:
+    for row in ((data_of(gates).what_if or {}).get("measured") or []) if gates else []:
         record = _what_if_row(row)
         if record.get("x") is None:
             continue  # a failed what-if measured nothing to hold against a bound
@@ -212,8 +213,8 @@ def measurements_of(by: dict[str, Finding], target: dict[str, Any], samples: Sam
     if splitk is not None and _value(splitk, "splitk_tok_s") is not None:
         setting = profiled.model_copy(update={"label": f"{profiled.label} + split-K",
                                               "env": {**profiled.env, attention_env: "splitk"}})
-        interval = tuple(splitk.data["measured_interval"]) if splitk.data.get("measured_interval") else None
-        noise = splitk.data.get("measured_interval_basis", "")
+        interval = tuple(data_of(splitk).measured_interval) if data_of(splitk).measured_interval else None
+        noise = data_of(splitk).measured_interval_basis
         if interval is None and samples is not None:
             interval = _samples_interval(profiled_samples or [], _lookup(samples, splitk.numbers.get("splitk_tok_s")) or [])
             noise = "range of the step samples of one run each (run-to-run noise not measured)" if interval else ""
@@ -247,11 +248,11 @@ def predictions_of(by: dict[str, Finding]) -> list[Prediction]:
         return []
     found = []
     options = by.get("options")
-    for option in (options.data.get("options", []) if options else []):
-        if option.get("name") == "splitk" and option.get("estimate_x") is not None:
-            what = option.get("estimate_basis", "").split(" (")[0] or "its estimate"
+    for option in (data_of(options).options if options else []):
+        if option.name == "splitk" and option.estimate_x is not None:
+            what = option.estimate_basis.split(" (")[0] or "its estimate"
             found.append(Prediction(name=f"option splitk estimate: {what}, the rest of the step as measured",
-                                    finding=options.stem, predicted_x=option["estimate_x"], interval=None,
+                                    finding=options.stem, predicted_x=option.estimate_x, interval=None,
                                     basis="the options step's estimate, before the rewrite was built",
                                     measurement="split-K rewrite", verdict_claimed=""))
     for key, basis in (("predicted_operation_x", "Amdahl over W with the operation's measured speedup; interval: "
@@ -262,7 +263,7 @@ def predictions_of(by: dict[str, Finding]) -> list[Prediction]:
         x = _value(splitk, key)
         if x is None:
             continue
-        interval = (splitk.data.get("prediction_intervals") or {}).get(key)
+        interval = (data_of(splitk).prediction_intervals or {}).get(key)
         found.append(Prediction(name=f"split-K {splitk.numbers[key].label}", finding=splitk.stem, predicted_x=x,
                                 interval=tuple(interval) if interval else None, basis=basis,
                                 measurement="split-K rewrite", verdict_claimed=splitk.verdict,
@@ -367,14 +368,14 @@ def hold(bounds: list[Bound], measurements: list[Measurement], predictions: list
 
 
 
-def estimated_call_row(option: dict[str, Any], splitk: Finding) -> dict[str, Any] | None:
+def estimated_call_row(option: Option, splitk: Finding) -> dict[str, Any] | None:
     """The split-K step's row for the engine call the options' kernel estimate was derived for (its batch, and
     its top-k width as the grid point read it: the call's compressed width where it has one, else its own),
     when that call was timed alone; None when the estimate names no call or no timed row matches."""
-    call = option.get("estimate_call") or {}
+    call = option.estimate_call or {}
     shapes = call.get("shapes") or {}
     topk = shapes.get("topk")
-    for row in splitk.data.get("calls") or []:
+    for row in data_of(splitk).calls or []:
         c, bench = row.get("call") or {}, row.get("bench") or {}
         width = c.get("extra_topk") or c.get("topk")
         if bench.get("speedup_vs_upstream") and c.get("batch") == call.get("batch") and topk is not None and width == topk:
@@ -403,11 +404,11 @@ def kernel_checks(by: dict[str, Finding]) -> list[Check]:
     measurement beats (its whole range above) is "exceeded", a finding about the model, never a hit; an
     estimate with no side misses on either side."""
     options, splitk = by.get("options"), by.get("splitk")
-    option = next((o for o in (options.data.get("options", []) if options else []) if o.get("name") == "splitk"), None)
-    if option is None or option.get("estimate_kernel_x") is None or splitk is None:
+    option = next((o for o in (data_of(options).options if options else []) if o.name == "splitk"), None)
+    if option is None or option.estimate_kernel_x is None or splitk is None:
         return []
-    claim_x, kind = option["estimate_kernel_x"], option.get("estimate_kind") or "upper estimate"
-    call = option.get("estimate_call")
+    claim_x, kind = option.estimate_kernel_x, option.estimate_kind or "upper estimate"
+    call = option.estimate_call
     row = estimated_call_row(option, splitk)
     if row is None:
         return _untimed_call(by, option)
@@ -442,36 +443,36 @@ def kernel_checks(by: dict[str, Finding]) -> list[Check]:
     return [Check(**base, verdict="exceeded", note=noise, cause=cause)]
 
 
-def _untimed_call(by: dict[str, Finding], option: dict[str, Any]) -> list[Check]:
+def _untimed_call(by: dict[str, Finding], option: Option) -> list[Check]:
     """The estimate's call was not timed alone (no GPU, or no row matches): the profiles' pooled kernel speedup
     stands for it only where the engine made that one call (or the estimate names none, as in older runs)."""
-    splitk, call = by["splitk"], option.get("estimate_call")
-    calls = splitk.data.get("calls") or []
+    splitk, call = by["splitk"], option.estimate_call
+    calls = data_of(splitk).calls or []
     if not call or len(calls) <= 1:
         return _pooled_check(by, option)
     measured = _value(splitk, "kernel_speedup")
     if measured is None:
         return []
-    return [Check(kind="bound", claim=f"option splitk: the kernel {option['estimate_kernel_x']:.3g}x faster "
-                                      f"({option.get('estimate_kind') or 'upper estimate'} for the call at {call_text(call)})",
-                  claim_finding=by["options"].stem, claim_x=option["estimate_kernel_x"], measurement=KERNEL_MEASUREMENT,
+    return [Check(kind="bound", claim=f"option splitk: the kernel {option.estimate_kernel_x:.3g}x faster "
+                                      f"({option.estimate_kind or 'upper estimate'} for the call at {call_text(call)})",
+                  claim_finding=by["options"].stem, claim_x=option.estimate_kernel_x, measurement=KERNEL_MEASUREMENT,
                   measurement_finding=splitk.stem, measured_x=measured, verdict="not comparable",
                   note=(f"the estimate is for one call; that call was not timed alone, and the profiles' kernel speedup "
                         f"pools the engine's {len(calls)} calls"))]
 
 
-def _pooled_check(by: dict[str, Finding], option: dict[str, Any]) -> list[Check]:
+def _pooled_check(by: dict[str, Finding], option: Option) -> list[Check]:
     """For an estimate that names no call (runs recorded before estimates named theirs): the kernel speedup the
     two profiles measured, pooled over the calls, as before; the check's claim says it is pooled."""
     options, splitk, survey = by["options"], by["splitk"], by.get("survey")
     measured = _value(splitk, "kernel_speedup")
     if measured is None:
         return []
-    claim_x = option["estimate_kernel_x"]
-    interval = tuple(splitk.data["kernel_speedup_interval"]) if splitk.data.get("kernel_speedup_interval") else None
+    claim_x = option.estimate_kernel_x
+    interval = tuple(data_of(splitk).kernel_speedup_interval) if data_of(splitk).kernel_speedup_interval else None
     noise = ("the two profiles' step-to-step window spread, added (one run each: not a confidence interval)"
              if interval else "no interval: one profile each")
-    basis = ("bytes loaded / unique bytes" if "unique bytes" in (option.get("estimate_basis") or "")
+    basis = ("bytes loaded / unique bytes" if "unique bytes" in (option.estimate_basis or "")
              else "the grid's structural estimate")
     base = dict(kind="bound", claim=f"option splitk: the kernel at most {claim_x:.3g}x faster (its upper estimate, {basis}; "
                                     "against the profiles' speedup, pooled over the calls)",
@@ -484,7 +485,7 @@ def _pooled_check(by: dict[str, Finding], option: dict[str, Any]) -> list[Check]
         return [Check(**base, verdict="within noise of the bound", note=f"the interval reaches the estimate: not separable ({noise})")]
     if interval is None:
         return [Check(**base, verdict="undetermined", note=f"measured without an interval ({noise})")]
-    interpreted = bool(survey and survey.data.get("box", {}).get("device") == "cpu")
+    interpreted = bool(survey and data_of(survey).box.device == "cpu")
     cause = (f"the estimate is {basis}: it counts only what the kernel's programs load; the profiles measured the kernel "
              f"{measured:.3g}x faster, so its time did not follow those bytes"
              + ("; under the Triton CPU interpreter a kernel's time is the interpreter's cost of each program and "
@@ -496,18 +497,17 @@ def _estimate_cause(by: dict[str, Finding], checks: list[Check], cause: str) -> 
     """Why the options' step-level estimate missed, where the run can tell: the kernel factor it took
     against the one the profiles measured, and whether Amdahl with the measured factor holds (then the
     miss is the kernel estimate's alone, not the rest of the step's)."""
-    option = next((o for o in (by["options"].data.get("options", []) if by.get("options") else [])
-                   if o.get("name") == "splitk"), {})
-    measured, estimated = _value(by.get("splitk"), "kernel_speedup"), option.get("estimate_kernel_x")
+    option = next((o for o in (data_of(by["options"]).options if by.get("options") else []) if o.name == "splitk"), None)
+    measured, estimated = _value(by.get("splitk"), "kernel_speedup"), option.estimate_kernel_x if option else None
     if measured is None or estimated is None:
         return cause
     own = next((c for c in checks if c.kind == "prediction" and c.claim_finding == by["splitk"].stem
                 and "kernel's measured speedup" in c.claim), None)
     row = estimated_call_row(option, by["splitk"])
     # the estimate's own call first, as measured alone; the profiles' figure pools every call the engine made
-    alone = (f" for the call at {call_text(option['estimate_call'])}; that call alone measured "
+    alone = (f" for the call at {call_text(option.estimate_call)}; that call alone measured "
              f"{row['bench']['speedup_vs_upstream']:.3g}x" if row is not None else "")
-    pooled = " pooled over the calls" if len(by["splitk"].data.get("calls") or []) > 1 else ""
+    pooled = " pooled over the calls" if len(data_of(by["splitk"]).calls or []) > 1 else ""
     text = f"the estimate took the kernel {estimated:.3g}x faster{alone}, the profiles measured {measured:.3g}x{pooled}"
     if own is not None and own.verdict == "holds":
         return (text + f"; Amdahl with the measured kernel speedup gives {own.claim_x:.3g}x, which the measurement holds: "

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.evidence import data_of
 from agent.runlog import LOG_NAME, read_events
 from schema.finding import Finding, Number
 
@@ -125,9 +126,9 @@ def interval(numbers: dict[str, Number], key: str, bounds: dict[str, tuple[str, 
 
 
 def _run_medians(finding: Finding | None) -> list[float] | None:
-    if finding is None:
+    if finding is None or finding.step != "levers":  # the baseline's runs are the lever sweep's
         return None
-    runs = (finding.data.get("baseline") or {}).get("run_ms")
+    runs = (data_of(finding).baseline or {}).get("run_ms")
     return [float(v) for v in runs] if runs and all(_numeric(v) and v > 0 for v in runs) else None
 
 
@@ -154,7 +155,7 @@ def _samples_interval(step: str, key: str, fa: Finding, fb: Finding, confidence:
 
 def _confidence(fa: Finding, fb: Finding) -> float:
     for finding in (fa, fb):
-        value = (finding.data.get("sweep") or {}).get("confidence")
+        value = ((data_of(finding).sweep or {}) if finding.step == "levers" else {}).get("confidence")
         if _numeric(value):
             return float(value)
     return 0.95

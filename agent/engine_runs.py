@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.config import Lever, ReferenceShapes, Target
+from agent.evidence import LeverResult, LeversData
 
 # Values of the attention environment variable -> the reference engine's backend, or why it has none.
 REFERENCE_BACKENDS = {"triton": "sglang-triton", "torch": "torch", "splitk": "splitk"}
@@ -81,26 +82,28 @@ def what_if_backends(target: Target) -> set[str]:
     return {name for name, sms in target.engine.what_if_backends.items() if target.deployment.sm not in sms}
 
 
-def best_setting(target: Target, levers_data: dict, what_if: set[str] | None = None) -> list[Lever]:
+def best_setting(target: Target, levers_data: LeversData | dict, what_if: set[str] | None = None) -> list[Lever]:
     """The levers of the best measured setting the declared hardware allows: [] for the baseline,
     or the one lever whose measured setting is fastest among those that moved up with outputs
     matching the baseline's and timings comparable with it (a Triton backend under the CPU
     interpreter is not compared with a native one). Never a what-if backend (``what_if``, default
     :func:`what_if_backends`). Only measured settings are chosen: two movers together were never
-    run together, so their combination is not offered. ``levers_data`` is the levers finding's data."""
+    run together, so their combination is not offered. ``levers_data`` is the levers finding's data, typed (or as the levers step drafts it)."""
     excluded = what_if_backends(target) if what_if is None else set(what_if)
     by_name = {lever.name: lever for lever in target.levers}
     best, best_ratio = None, 1.0
-    for result in levers_data["levers"]:
-        lever = by_name.get(result["name"])
-        if lever is None or result["status"] != "moves up" or not result.get("comparable", False):
+    results = (levers_data.levers if isinstance(levers_data, LeversData) else
+               [LeverResult.model_validate(r) for r in levers_data["levers"]])
+    for result in results:
+        lever = by_name.get(result.name)
+        if lever is None or result.status != "moves up" or not result.comparable:
             continue
-        if not (result.get("output") or {}).get("ok", False):
+        if not (result.output is not None and result.output.ok):
             continue
         backend, _ = backend_for(target, with_lever(target, lever))
         if backend in excluded:
             continue
-        ratio = result["ratio"]
+        ratio = result.ratio
         if ratio > best_ratio:
             best, best_ratio = lever, ratio
     return [best] if best else []

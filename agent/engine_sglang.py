@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.box.catalog import run_tool
+from agent import engines
 from agent.config import STANDIN_LAUNCHER, Lever, Load, Target, TargetError
 from agent.engine_runs import baseline as reference_baseline
 from agent.engine_runs import bench_spec
@@ -62,7 +63,7 @@ def server_of(target: Target, served: list[str] | None = None) -> str:
 
 
 def lever_args(lever: Lever) -> list[str]:
-    return [*lever.flags, *lever.args]
+    return engines.lever_args(lever)
 
 
 def server_args(target: Target) -> list[str]:

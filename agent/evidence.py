@@ -79,6 +79,10 @@ class LeverResult(_Open):
     interval: list[float] | None = None
     comparable: bool | None = None  # timings comparable with the baseline's (not interpreted against native)
     output: OutputCheck | None = None
+    interval_basis: str | None = None
+    seqs: list[int] | None = None
+    seq: int | None = None
+    step_ms: float | None = None
 
 
 class BestSetting(_Data):
@@ -98,6 +102,10 @@ class LeversData(_Open):
     baseline_options: JSON = Field(default_factory=dict)
     best: BestSetting | None = None  # absent from a journal recorded before the levers step chose one
     engine_notes: list[str] = Field(default_factory=list)  # the engine's own notes on what its numbers are
+    baseline: JSON | None = None  # the baseline's runs (run_ms: each run's median step)
+    sweep: JSON | None = None  # the sweep's rules (confidence, rounds)
+    extrapolation: JSON | None = None  # layers run against the model's mix
+    server: str | None = None  # an SGLang sweep: the server the numbers come from
 
     def bf16_for_fp8(self) -> str | None:
         """The engine's note that it ran bf16 weights where the checkpoint holds FP8/FP4, or None."""
@@ -133,6 +141,7 @@ class Operation(_Open):
     total_us: float | None = None
     source: str | None = None
     frame: JSON | None = None
+    kernels: list[JSON] | None = None  # the kernels launched inside the operation (name, calls, total_us)
 
 
 class ProfileData(_Data):
@@ -231,6 +240,11 @@ class Option(_Open):
     upper_x: float
     can_try_here: bool
     estimate_x: float | None = None
+    estimate_basis: str | None = ""
+    estimate_kernel_x: float | None = None
+    estimate_kind: str | None = None
+    estimate_call: JSON | None = None
+    bound_from: str | None = ""
 
 
 class OptionsData(_Data):
@@ -244,15 +258,26 @@ class RewritePlan(_Open):
     declared: bool
     short: str = ""
     text: str = ""
+    arch: int | None = None  # the compute capability the plan was made for (None: the box's own)
 
 
 class SplitkData(_Open):
     measured_x: float | None = None
     measured_interval: list[float] | None = None
+    measured_interval_basis: str | None = ""
     dominant_after: KernelRow | None = None
     setting: SettingData | None = None  # the setting the rewrite ran in (the profiled one, split-K's backend)
     plan: RewritePlan | None = None
     output: OutputCheck | None = None
+    calls: list[JSON] | None = None  # each engine call: its shapes, its check and its timing alone
+    runs_ms: JSON | None = None
+    kernel_names: JSON | None = None
+    operation_after: JSON | None = None
+    prediction_intervals: JSON | None = None
+    kernel_speedup_interval: list[float] | None = None
+    vanished_kernels: list[JSON] | None = None
+    profiler_stretch: JSON | None = None
+    launches_per_step: JSON | None = None
 
 
 class Round2Data(_Open):
@@ -262,6 +287,13 @@ class Round2Data(_Open):
     trace: str | None = None  # the setting's trace (run-relative)
     kind: str | None = None
     operation_detail: JSON | None = None
+    kernel: str | None = None
+    category: str | None = None
+    operation: JSON | None = None
+    reach: str | None = None
+    reachable: bool | None = None
+    beyond: JSON | None = None
+    kernel_names: JSON | None = None
 
     def eager_trace(self) -> str | None:
         """The eager profile the dominant kernel's operation was attributed from, when not the trace itself."""
@@ -296,6 +328,19 @@ def evidence(state: InvestigationState, step: StepName) -> Any:
     """The latest finding of ``step``'s data, typed; None if the step has not run."""
     found = finding_for(state, step)
     return typed(found) if found is not None else None
+
+
+def data_of(finding: Finding | None) -> Any:
+    """A finding's data as its step's model (None for no finding): how a later step, the consistency check
+    and the summary read another finding, never by string keys into its stored JSON."""
+    return typed(finding) if finding is not None else None
+
+
+def decision_question(options: Finding) -> tuple[list[JSON], str]:
+    """The options finding's options as recorded, and its automatic choice: the decision shows and journals
+    them as the step stored them (validated against OptionsData first)."""
+    auto = typed(options).auto
+    return options.data["options"], auto
 
 
 def validate(finding: Finding) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from agent.evidence import evidence
-from agent.state import InvestigationState, finding_for
+from agent.state import InvestigationState
 
 
 def after_levers(state: InvestigationState) -> Literal["profile_decode", "write_report"]:
@@ -24,8 +24,8 @@ def after_profile(state: InvestigationState) -> Literal["read_grid", "compute_ce
 def after_ceiling(state: InvestigationState) -> Literal["profile_decode", "scan_gates"]:
     """A backend lever measured above the ceiling of the profiled setting: the model was wrong about
     that setting, so the investigation goes on from the best measured setting (once)."""
-    ceiling = finding_for(state, "ceiling")
-    return "profile_decode" if ceiling.data.get("beaten_by") and ceiling.data.get("round", 1) == 1 else "scan_gates"
+    ceiling = evidence(state, "ceiling")
+    return "profile_decode" if ceiling.beaten_by and ceiling.round == 1 else "scan_gates"
 
 
 # The steps that follow each step on the graph's main line when no route branches off it (no goal met

@@ -22,12 +22,13 @@ from langgraph.types import Command
 
 from agent import consistency, redact
 from agent.commits import sync_commits
+from agent.evidence import data_of
 from agent.box.choice import agent_end
 from agent.box.interface import Box
 from agent.box.ssh_client import BoxUnreachable
 from agent.preflight import BadInput, preflight
 from agent.config import Target, TargetError, load_target, parse_target, with_budget
-from agent.engine_sglang import with_stand_in
+from agent.engines import with_stand_in
 from agent.graph import RunContext, build_graph
 from agent.progress import Progress, SilentProgress
 from agent.rundir import (BUNDLE, GATES_APPENDIX, HTML_REPORT, REPORT, RunDir, RunDirError, check_run_id, check_runs_dir,
@@ -522,12 +523,14 @@ def render(run_path: Path) -> str:
     initial = initial_state(events, run.log_path)
     target = parse_target(initial["target"], str(run.log_path))
     report = next((f for f in findings if f.step == "report"), None)
-    plots = report.data.get("plots", {}) if report else {}
+    report_data = data_of(report)
+    plots = report_data.plots if report else {}
     held = consistency.check(ordered, target.model_dump(mode="json"))
     try:
         # the run as the report step gave it, the declared rates as its finding holds them (never read anew)
         run_info = report_run(initial["run_id"], initial["started"], target, len(ordered),
-                              *((report.data.get(k) for k in ("timing", "declared_rates", "next_steps")) if report else (None, None)))
+                              *((report_data.timing, report_data.declared_rates, report_data.next_steps) if report
+                                else (None, None)))
         return render_report(ordered, decision, run_info, plots, held)
     except (jinja2.TemplateError, KeyError, AttributeError, TypeError) as exc:
         # a journal whose findings are all there but do not hold what the report reads (edited, or

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from agent.evidence import data_of
 from agent.rundir import REPORT
 from agent.runlog import LOG_NAME, read_events
 from reports.format import digit_spec, fmt
@@ -50,10 +51,10 @@ def result(run_root: Path) -> dict[str, Any]:
     levers, ceiling, splitk, round2, report = (steps.get(s) for s in ("levers", "ceiling", "splitk", "round2", "report"))
     decisions = [e for e in events if e["kind"] == "decision"]
     decision = decisions[-1] if decisions else None
-    interval = splitk.data.get("measured_interval") if splitk is not None and _value(splitk, "measured_x") else None
-    later = round2 if round2 is not None and round2.data.get("complete") else None
-    failures = (len(failure_groups(Consistency.model_validate(report.data["consistency"])))
-                if report is not None and "consistency" in report.data else None)
+    interval = data_of(splitk).measured_interval if splitk is not None and _value(splitk, "measured_x") else None
+    later = round2 if round2 is not None and data_of(round2).complete else None
+    held = data_of(report).consistency if report is not None and "consistency" in data_of(report).model_fields_set else None
+    failures = len(failure_groups(Consistency.model_validate(held))) if held is not None else None
     values = {
         "findings": len({e["index"] for e in events if e["kind"] == "finding"}),
         "goal_tok_s": _value(levers, "goal_tok_s"),
@@ -76,17 +77,17 @@ def result(run_root: Path) -> dict[str, Any]:
 def _reach(levers: Finding | None, ceiling: Finding | None, later: Finding | None) -> str | None:
     """Where the goal stands by the run's last word on it: met by a setting the levers measured,
     or reachable or not by the last ceiling (after the rewrite where one was measured)."""
-    if levers is not None and levers.data.get("goal_met"):
+    if levers is not None and data_of(levers).goal_met:
         return "met"
     if later is not None:
-        return later.data.get("reach") or ("reachable" if later.data.get("reachable") else "not reachable")
+        return data_of(later).reach or ("reachable" if data_of(later).reachable else "not reachable")
     if ceiling is not None:
-        return "reachable" if ceiling.data.get("reachable") else "not reachable"
+        return "reachable" if data_of(ceiling).reachable else "not reachable"
     return None
 
 
 def _rows(values: dict[str, Any], levers, ceiling, splitk, later, decision) -> dict[str, str | None]:
-    projected = " (projected)" if levers is not None and not levers.data.get("server") else ""
+    projected = " (projected)" if levers is not None and not data_of(levers).server else ""
     goal = _text(levers, "goal_tok_s", ".0f")
     ceiling_text = _text(ceiling, "ceiling_tok_s", ".4g")
     if values["measured_x"] is not None:
@@ -104,15 +105,15 @@ def _rows(values: dict[str, Any], levers, ceiling, splitk, later, decision) -> d
     elif ceiling is not None:
         needed = _text(ceiling, "speedup_needed")
         gap = (f"goal {goal} against the ceiling {ceiling_text}: {values['goal']}"
-               + (f" (it needs a {needed} faster {'operation' if ceiling.data.get('operation') else 'kernel'})"
+               + (f" (it needs a {needed} faster {'operation' if data_of(ceiling).operation else 'kernel'})"
                   if needed else ""))
     else:
         gap = None
     return {
         "Findings": str(values["findings"]),
-        "Goal": f"{goal} at concurrency {levers.data.get('concurrency')}" if goal else None,
+        "Goal": f"{goal} at concurrency {data_of(levers).concurrency}" if goal else None,
         "Baseline": (f"{_text(levers, 'baseline_tok_s', '.4g')}{projected} at "
-                     f"{'concurrency' if levers.data.get('server') else 'batch'} {levers.data.get('batch')}"
+                     f"{'concurrency' if data_of(levers).server else 'batch'} {data_of(levers).batch}"
                      if values["baseline_tok_s"] is not None else None),
         "Ceiling": f"{ceiling_text} (projected; {_bound(ceiling)})" if ceiling_text else None,
         "Chosen option": (f"{values['chosen_option']} ({decision['source']} {decision['asked']})"
@@ -127,7 +128,7 @@ def _rows(values: dict[str, Any], levers, ceiling, splitk, later, decision) -> d
 
 def _bound(ceiling: Finding) -> str:
     """What the ceiling assumes instant, in the report's words."""
-    return ("the dominant kernel's operation instant" if ceiling.data.get("bound") == "operation" else
+    return ("the dominant kernel's operation instant" if data_of(ceiling).bound == "operation" else
             "the dominant kernel instant")
 
 

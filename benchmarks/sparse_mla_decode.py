@@ -1,6 +1,6 @@
 """Benchmark of the split-K sparse MLA decode against SGLang's Triton kernel and FlashMLA (CUDA only).
 
-    python benchmarks/sparse_mla_decode.py --table [--sweep] [--matrix] --out DIR
+    python -m benchmarks.sparse_mla_decode --table [--sweep] [--matrix] --out DIR
 
 --table   B in {1, 4, 16, 64} x top-k in {512, 2048}, H = 64: upstream (SGLang
           ``_tiled_sparse_decode_kernel``), FlashMLA (``sgl-flash-mla`` wheel, legacy SM90 kernels) and
@@ -36,7 +36,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 import triton  # noqa: E402
@@ -48,7 +47,7 @@ from tools.kernels import sparse_mla_decode as smd  # noqa: E402
 from tools.kernels.splitk import check, timing  # noqa: E402
 from tools.kernels.splitk import declared, tiles  # noqa: E402
 
-import sparse_mla_grid  # noqa: E402  (beside this file)
+from benchmarks import sparse_mla_grid  # noqa: E402
 
 HEADS = 64
 PAGE = 64
@@ -135,7 +134,7 @@ def index_sets(batch, topk, num_tokens, n_sets, gen):
     for _ in range(n_sets):
         rows = []
         for _ in range(batch):
-            row = check._row_indices(gen, topk, num_tokens)
+            row = check.row_indices(gen, topk, num_tokens)
             row[row < 0] = torch.randint(0, num_tokens, (int((row < 0).sum()),), generator=gen, dtype=torch.int32)
             rows.append(row)
         sets.append(torch.stack(rows).view(batch, 1, topk).cuda())

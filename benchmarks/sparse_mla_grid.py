@@ -165,7 +165,7 @@ def probe_check(make: Callable, q, inp) -> dict:
         q, inp["k_cache"], inp["indices"], inp["topk_length"], inp["attn_sink"], None,
         inp["extra_k_cache"], inp["extra_indices"], inp["extra_topk_length"])  # fmt: skip
     errs = check.compare(out, lse, ref_out, ref_lse)
-    errs["ok"] = check._verdict(errs, check.OUT_NORM_REL_MAX)
+    errs["ok"] = check.verdict(errs, check.OUT_NORM_REL_MAX)
     return errs
 
 
@@ -422,5 +422,5 @@ def _launch(cell: dict) -> str:
 
 
 if __name__ == "__main__":
-    # python benchmarks/sparse_mla_grid.py RESULTS.json: the markdown tables of a committed grid run
+    # python -m benchmarks.sparse_mla_grid RESULTS.json: the markdown tables of a committed grid run
     print(markdown_tables(json.loads(Path(sys.argv[1]).read_text())["grid"]))

@@ -11,8 +11,8 @@ and peak RSS (resource.getrusage, including its own children). The big file's su
 against the source's (every kernel's calls and time multiplied by the number of copies) before any
 timing counts.
 
-    /tmp/venv/bin/python benchmarks/trace_parse.py            # full run, writes benchmarks/results/trace_parse.json
-    /tmp/venv/bin/python benchmarks/trace_parse.py --target-mb 50 --repeats 1 --out /tmp/x.json   # quick look
+    /tmp/venv/bin/python -m benchmarks.trace_parse            # full run, writes benchmarks/results/trace_parse.json
+    /tmp/venv/bin/python -m benchmarks.trace_parse --target-mb 50 --repeats 1 --out /tmp/x.json   # quick look
 """
 
 from __future__ import annotations
@@ -121,7 +121,6 @@ def _usage() -> dict:
 def _child(mode: str, path: str) -> None:
     t0 = time.perf_counter()
     if mode == "ours":
-        sys.path.insert(0, str(REPO))
         from tools.trace import summarize
 
         summary = summarize([path])
@@ -141,14 +140,12 @@ def _child(mode: str, path: str) -> None:
         t1 = time.perf_counter()
         result = {"events": count}
     elif mode == "reader-exact":
-        sys.path.insert(0, str(REPO))
         from tools.trace.events import iter_events
 
         count = sum(1 for _ in iter_events(path))
         t1 = time.perf_counter()
         result = {"events": count}
     elif mode == "reader-records":
-        sys.path.insert(0, str(REPO))
         from tools.trace.events import iter_record_batches
 
         count = sum(len(batch) for batch in iter_record_batches(path))
@@ -174,7 +171,7 @@ def _child(mode: str, path: str) -> None:
 
 def run_child(mode: str, path: Path, timeout: float) -> dict:
     """One measurement in a fresh interpreter; a failure is returned as such, not raised."""
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", mode, str(path)]
+    cmd = [sys.executable, "-m", "benchmarks.trace_parse", "--child", mode, str(path)]
     load_before = os.getloadavg()[0]
     started = time.perf_counter()
     try:

@@ -1,12 +1,10 @@
 """Ship a finished run under runs/examples: its files and its git history as history.bundle.
 
-    python scripts/export_example.py RUN [DEST]     (DEST defaults to runs/examples/<run-id>)
+    python -m scripts.export_example RUN [DEST]     (DEST defaults to runs/examples/<run-id>)
 """
 
 import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent.rundir import RunDir, export_run  # noqa: E402
 

@@ -1,7 +1,7 @@
 """The README's results table, made from the committed results files and the shipped example runs.
 
-    python scripts/readme_results.py            # prints the markdown table
-    python scripts/readme_results.py --write    # replaces the table in README.md (between its markers)
+    python -m scripts.readme_results            # prints the markdown table
+    python -m scripts.readme_results --write    # replaces the table in README.md (between its markers)
 
 The table is generated so its numbers cannot drift from the files they come from: tests/test_readme.py holds
 the README's table equal to this script's output. Each row names its source; docs/results.md tells the story.

@@ -5,8 +5,8 @@ tests/data plus the dsv4-flash sparse-decode kernel), captured before a change a
 A replay serves tool results from the journal and never runs these tools, so replaying the shipped
 examples does not cover them; this does.
 
-    python scripts/refactor_nets.py capture   # writes tests/data/refactor-nets/*.json
-    python scripts/refactor_nets.py check     # exits 1 and names each case whose JSON changed
+    python -m scripts.refactor_nets capture   # writes tests/data/refactor-nets/*.json
+    python -m scripts.refactor_nets check     # exits 1 and names each case whose JSON changed
 
 Paths in the output are written relative to the repository (`<repo>/...`) or the installed sglang
 (`<sglang>/...`) so that a capture compares across checkouts and virtual environments.

@@ -2,7 +2,7 @@
 compile (no GPU), kept only when clean (no spill, no stack, within 101,376 B of shared memory), so that the
 H200 proxy times only configs sm_120 can run as they are.
 
-    python scripts/sm120_candidates.py OUT.json      # every candidate's resources, and which are clean
+    python -m scripts.sm120_candidates OUT.json      # every candidate's resources, and which are clean
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 from tools.kernels.splitk import tiles  # noqa: E402
 
@@ -56,13 +55,9 @@ def name(cfg: tiles.KernelConfig) -> str:
 
 
 def _compile(cfg_dict: dict) -> dict:
-    import importlib.util
-
+    from scripts import sm120_splitk_compile as script
     from tools.kernel_source.resources import compile_resources
 
-    spec = importlib.util.spec_from_file_location("compile_script", REPO / "scripts" / "sm120_splitk_compile.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
     cfg = tiles.KernelConfig(**cfg_dict)
     usage = compile_resources(script.split_request("sm_120", cfg, True))
     return {"name": name(cfg), "config": cfg_dict, "clean": script.clean(usage),

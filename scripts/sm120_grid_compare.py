@@ -1,6 +1,6 @@
 """The sm_120 plan's grid against the Hopper plan's, cell by cell, from the grid harness's raw samples.
 
-    python scripts/sm120_grid_compare.py benchmarks/results/sm120-20261206 [--target 1.25] [--json]
+    python -m scripts.sm120_grid_compare benchmarks/results/sm120-20261206 [--target 1.25] [--json]
 
 DIR holds ``hopper/sparse_mla_decode_grid.json`` (the grid as the box plans it: the Hopper kernels, FlashMLA and
 the upstream kernel) and ``sm120/sparse_mla_decode_grid.json`` (the same cells planned for sm_120 with Triton's
@@ -19,8 +19,6 @@ import json
 import statistics
 import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent.stats import ratio_interval  # noqa: E402
 

@@ -1,6 +1,6 @@
 """The sm_120 plan's grid projected onto the declared box, the RTX PRO 6000 Blackwell (sm_120, 188 SMs): PROJECTED.
 
-    python scripts/sm120_projection.py benchmarks/results/sm120-20261206 [--json]
+    python -m scripts.sm120_projection benchmarks/results/sm120-20261206 [--json]
 
 Nothing here was measured on an sm_120 GPU. DIR holds ``sm120/sparse_mla_decode_grid.json`` (the sm_120 plan's
 kernels timed on the measuring GPU with Triton's wgmma lowering off, so the dots are mma.sync as on sm_120) and
@@ -33,8 +33,6 @@ import math
 import statistics
 import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent.stats import t_quantile  # noqa: E402
 

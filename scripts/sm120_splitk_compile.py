@@ -8,8 +8,8 @@ against the cubin's resource table); registers, spills, stack and shared memory 
 (0 spill bytes, no stack, within 101,376 B of shared memory), are written as JSON with the Triton version
 and the hash of the kernel sources compiled, so that a test can tell a stale result from a current one.
 
-    python scripts/sm120_splitk_compile.py OUT.json            # the sm_120 plan's kernels
-    python scripts/sm120_splitk_compile.py --compare OUT.json  # the same kernels for sm_90 and sm_120, SASS mix
+    python -m scripts.sm120_splitk_compile OUT.json            # the sm_120 plan's kernels
+    python -m scripts.sm120_splitk_compile --compare OUT.json  # the same kernels for sm_90 and sm_120, SASS mix
 
 ``--compare`` builds each sm_120 config for both sm_120 and sm_90, the sm_90 build with Triton's wgmma
 lowering off (``DISABLE_MMA_V3=1``, in a child process: the variable is read by Triton's compiler), as
@@ -31,7 +31,6 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 from tools.kernel_source.resources import compile_resources  # noqa: E402
 from tools.kernels.splitk import tiles  # noqa: E402
@@ -183,8 +182,8 @@ def gluon_attempts(arch: str) -> list[dict]:
     the child's last output if not."""
     out = []
     for i, label in enumerate(GLUON_LABELS):
-        proc = subprocess.run([sys.executable, __file__, "--gluon-one", str(i), arch], capture_output=True, text=True,
-                              timeout=900)  # fmt: skip
+        proc = subprocess.run([sys.executable, "-m", "scripts.sm120_splitk_compile", "--gluon-one", str(i), arch],
+                              capture_output=True, text=True, cwd=REPO, timeout=900)  # fmt: skip
         try:
             result = json.loads(proc.stdout.strip().splitlines()[-1])
         except (IndexError, json.JSONDecodeError):

@@ -7,7 +7,7 @@ environment of its own, built once into a fixed cache path (``ENV_CACHE``, keyed
 ``pi-box`` has what the box-side tools need at the versions this checkout's environment runs, so a
 run over SSH computes what a local run does; ``pi-box-bare`` has no torch.
 
-``python scripts/sshd_harness.py envs`` builds the environments ahead (CI's setup does).
+``python -m scripts.sshd_harness envs`` builds the environments ahead (CI's setup does).
 """
 
 from __future__ import annotations
@@ -252,4 +252,4 @@ if __name__ == "__main__":
         for kind in ("full", "bare"):
             print(build_env(kind))
     else:
-        sys.exit("usage: python scripts/sshd_harness.py envs")
+        sys.exit("usage: python -m scripts.sshd_harness envs")

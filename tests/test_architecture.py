@@ -187,3 +187,107 @@ def test_no_twins_between_the_two_evaluators():
         if {f.split(".")[1] for f in files} >= {"gates", "kernel_source"}:
             twins.append(block.strip().splitlines()[0] + " " + ", ".join(sorted(files)))
     assert not twins, "twins between the evaluators:\n" + "\n".join(twins)
+
+
+# -- scripts and benchmarks: run as modules from the repository root, through public names (issue #33) --
+
+RUN_AS_MODULES = [ROOT / "scripts", ROOT / "benchmarks"]
+OWN_TOPS = {*LAYERS, "scripts", "benchmarks"}
+
+
+def _where(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def _sys_path_edits(path: Path) -> list[str]:
+    """Each line of ``path`` that touches ``sys.path`` (an insert, a slice assignment, an append: any use)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return [f"{_where(path)}:{node.lineno}" for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and node.attr == "path" and isinstance(node.value, ast.Name)
+            and node.value.id == "sys"]
+
+
+def _kernels_of(module: str) -> set[str]:
+    """The Triton kernels a project module defines (``@triton.jit``, ``@gluon.jit``): their names are the kernels'
+    names in every trace, so a script may name a ``_split_kernel`` whatever its underscore."""
+    path = ROOT / Path(*module.split(".")).with_suffix(".py")
+    if not path.is_file():
+        return set()
+    return {node.name for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.FunctionDef)
+            and any(ast.unparse(d).split("(")[0].endswith("jit") for d in node.decorator_list)}
+
+
+def _private_uses(path: Path) -> list[str]:
+    """Each private name (``_x``, not a dunder) ``path`` takes from one of the project's modules: imported
+    by name (``from tools.kernels.splitk.check import _call_args``) or read off an imported module
+    (``check._call_args``); a Triton kernel read off its module is its trace name, not a private helper."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    private = lambda name: name.startswith("_") and not name.startswith("__")  # noqa: E731
+    modules: dict[str, str] = {}
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in OWN_TOPS:
+            for alias in node.names:
+                if private(alias.name):
+                    out.append(f"{_where(path)}:{node.lineno} imports {node.module}.{alias.name}")
+                modules[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            modules.update({alias.asname or alias.name.split(".")[0]: alias.asname and alias.name or alias.name.split(".")[0]
+                            for alias in node.names if alias.name.split(".")[0] in OWN_TOPS})
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and private(node.attr) and isinstance(node.value, ast.Name)
+                and node.value.id in modules and node.attr not in _kernels_of(modules[node.value.id])):
+            out.append(f"{_where(path)}:{node.lineno} reads {node.value.id}.{node.attr}")
+    return out
+
+
+def test_scripts_and_benchmarks_edit_no_sys_path():
+    """They run with ``python -m scripts.NAME`` (or ``benchmarks.NAME``) from the repository root, which puts
+    the root on the path: none edits ``sys.path`` to find the project (the H200 runs them from an uninstalled tree)."""
+    edits = [hit for path in _python_files(RUN_AS_MODULES) for hit in _sys_path_edits(path)]
+    assert not edits, "sys.path edited (run the file with python -m from the repository root instead):\n" + "\n".join(edits)
+
+
+def test_scripts_and_benchmarks_use_only_public_names():
+    used = [hit for path in _python_files(RUN_AS_MODULES) for hit in _private_uses(path)]
+    assert not used, "private names of the project's modules used by scripts or benchmarks:\n" + "\n".join(used)
+
+
+def test_the_script_checks_can_fail(tmp_path):
+    """Both checks read real source: a planted path edit and planted private uses are caught."""
+    planted = tmp_path / "planted.py"
+    planted.write_text("import sys\nsys.path.insert(0, '.')\nfrom tools.kernels.splitk.check import _call_args\n"
+                       "from tools.kernels.splitk import check\ncheck._variant\n")
+    assert len(_sys_path_edits(planted)) == 1
+    assert len(_private_uses(planted)) == 2
+
+
+# -- findings read only through their types (issue #33) ------------------------------------------
+
+# A step's own draft is written (and read) by key while the step makes it; every other finding is read through
+# its step's model (agent.evidence: data_of, typed, evidence), the one module that reads stored data by key.
+OWN_DRAFT = {"draft"}
+EVIDENCE = ROOT / "agent" / "evidence.py"
+
+
+def _finding_data_reads(path: Path) -> list[str]:
+    """Each read of a finding's stored ``data`` (``finding.data.get("k")``, ``finding.data["k"]``, ``finding.data``
+    handed on whole) in ``path``, other than a step's own draft."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return [f"{_where(path)}:{node.lineno} {ast.unparse(node)}" for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and node.attr == "data" and isinstance(node.ctx, ast.Load)
+            and not (isinstance(node.value, ast.Name) and node.value.id in OWN_DRAFT)]
+
+
+def test_findings_are_read_through_their_types():
+    """No module of the agent reads another finding's data by string key: a later step, the routers, the
+    consistency check, the summary and the diff read it through the step's model (agent.evidence)."""
+    reads = [hit for path in _python_files([ROOT / "agent"]) if path != EVIDENCE for hit in _finding_data_reads(path)]
+    assert not reads, "a finding's data read by key (read it through agent.evidence's models):\n" + "\n".join(reads)
+
+
+def test_the_finding_read_check_can_fail(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text("def route(state, draft):\n    ceiling = finding_for(state, 'ceiling')\n"
+                       "    draft.data['own'] = 1\n    return ceiling.data.get('beaten_by'), ceiling.data['round']\n")
+    assert len(_finding_data_reads(planted)) == 2

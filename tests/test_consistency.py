@@ -116,7 +116,9 @@ def test_a_backend_lever_above_the_ceiling_sends_the_investigation_on_from_it():
                      data={"levers": [{"name": "attention-torch-fallback", "status": "moves up", "tok_s": 3.0 * base,
                                        "ratio": 3.0, "interval": [2.9, 3.1], "comparable": True,
                                        "output": {"ok": True}}],
-                           "baseline_options": dict(profile.data["setting"]["options"]), "goal_met": False})
+                           "baseline_options": dict(profile.data["setting"]["options"]), "goal_met": False,
+                           # the fields every levers finding carries (agent.evidence.LeversData): read through it
+                           "device": "cuda", "batch": 16, "concurrency": 16})
     state = {"findings": [f.model_dump(mode="json") for f in (survey, levers, profile)]}
     ceiling = compute_ceiling(state, None, target)
     assert ceiling.data["beaten_by"] == ["attention-torch-fallback"] and ceiling.verdict == "model-failed"

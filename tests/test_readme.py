@@ -20,7 +20,7 @@ EXAMPLE = Path("runs/examples/dsv4-flash-h200-20261202b")
 
 def test_the_results_table_is_the_generators_output():
     # a number edited by hand, or a results file re-recorded without regenerating, fails here
-    assert readme_results.in_readme(README) == readme_results.table(), "run: python scripts/readme_results.py --write"
+    assert readme_results.in_readme(README) == readme_results.table(), "run: python -m scripts.readme_results --write"
 
 
 def test_the_readme_reads_in_a_minute():

@@ -2,7 +2,7 @@
 tests/data/refactor-nets/*.json): `gates --json` over the installed sglang 0.5.23 at sm_90/100/120 and
 `grid --json` for every kernel under tests/data. A replay of a shipped run serves these tools' results
 from its journal, so only this notices when a refactor changes what they compute. A deliberate change
-re-captures (`python scripts/refactor_nets.py capture CASE`) and says why in its commit."""
+re-captures (`python -m scripts.refactor_nets capture CASE`) and says why in its commit."""
 
 from __future__ import annotations
 

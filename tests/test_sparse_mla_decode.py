@@ -93,7 +93,7 @@ def _merge_partials_wrongly() -> dict:
     lse = torch.full((batch, heads), nan)
     o_part = torch.full((batch, splits, heads, 512), nan)
     lse_part = torch.full((batch, splits, heads), nan)
-    smd.sparse_mla_decode_into(out, lse, (o_part, lse_part), *check._call_args(case), num_splits=splits)
+    smd.sparse_mla_decode_into(out, lse, (o_part, lse_part), *check.call_args(case), num_splits=splits)
     ref_out, ref_lse = dsv4_cache.reference_sparse_decode(case["q"], case["k_cache"], case["indices"])
 
     def merged(weights: torch.Tensor, lse_nat: torch.Tensor):
@@ -122,10 +122,10 @@ def test_check_rejects_wrong_merges_of_real_partials():
     proc = _interpreted([str(Path(__file__).resolve()), "merge-partials"])
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = json.loads(proc.stdout)
-    assert check._verdict(res["combine_kernel"], check.OUT_NORM_REL_MAX)
-    assert check._verdict(res["torch_right"], check.OUT_NORM_REL_MAX)
+    assert check.verdict(res["combine_kernel"], check.OUT_NORM_REL_MAX)
+    assert check.verdict(res["torch_right"], check.OUT_NORM_REL_MAX)
     for wrong in ("equal_weights", "natural_exp_weights", "last_split_dropped"):
-        assert not check._verdict(res[wrong], check.OUT_NORM_REL_MAX), (wrong, res[wrong])
+        assert not check.verdict(res[wrong], check.OUT_NORM_REL_MAX), (wrong, res[wrong])
 
 
 RESULTS = REPO / "benchmarks" / "results"
@@ -345,7 +345,7 @@ def test_each_cache_runs_the_config_its_own_width_calls_for(monkeypatch):
     monkeypatch.setattr(smd, "_launch_splits", record)
     batch, heads = 16, 64
     case = check.make_case(batch, 128, heads, torch.device("cpu"), 5, extra=True, extra_topk=1024, sink=True)
-    args = check._call_args(case)
+    args = check.call_args(case)
     with pytest.raises(Stop):
         smd.sparse_mla_decode(*args)
     window_cfg, compressed_cfg = tiles.choose_config(batch, 128, heads), tiles.choose_config(batch, 1024, heads)

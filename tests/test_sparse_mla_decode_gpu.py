@@ -66,7 +66,7 @@ def test_the_two_cache_call_on_two_streams_waits_for_both_launches(batch, topk, 
     case = check.make_case(batch, 128, 64, dev, 7, extra=True, extra_topk=topk, sink=True)
     plan = tiles.device_plan(batch, 128, 64, dev, topk)
     assert (plan.fused, plan.beside) == (form == "fused", form == "beside")
-    args = check._call_args(case)
+    args = check.call_args(case)
     total = smd.workspace_shape(batch, 64, 128, dev, None, topk)
     out = torch.empty(batch, 1, 64, 512, dtype=torch.bfloat16, device=dev)
     lse = torch.empty(batch, 64, dtype=torch.float32, device=dev)
@@ -77,7 +77,7 @@ def test_the_two_cache_call_on_two_streams_waits_for_both_launches(batch, topk, 
     torch.cuda.synchronize()
     ref_out, ref_lse = dsv4_cache.reference_sparse_decode(*args[:5], args[6], *args[7:])
     errs = check.compare(out, lse.view(batch, 64, 1), ref_out, ref_lse)
-    assert check._verdict(errs, check.OUT_NORM_REL_MAX), errs
+    assert check.verdict(errs, check.OUT_NORM_REL_MAX), errs
     eager_out, eager_lse = out.clone(), lse.clone()
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())

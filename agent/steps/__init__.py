@@ -17,7 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent import routes
 from agent.config import Target
-from agent.evidence import validate
+from agent.engines import engine_for
+from agent.evidence import typed, validate
 from agent.session import Session
 from agent.state import InvestigationState
 from schema.finding import Finding, Number, StepName, Table
@@ -81,11 +82,13 @@ def name_servers(finding: Finding, state: InvestigationState) -> Finding:
     lines that a levers or profile finding attributes to a server (``data.server``: the load's server,
     or ``traced``, the one whose traces they are) and whose label names none gets ``[that server]``."""
     served: dict[int, str] = {}
-    for earlier in [*state.get("findings", []), finding.model_dump(mode="json")]:
-        server = (earlier.get("data") or {}).get("server")
+    for earlier in [*(Finding.model_validate(f) for f in state.get("findings", [])), finding]:
+        if earlier.step not in ("levers", "profile"):  # the steps whose data names a server
+            continue
+        server = typed(earlier).server
         name = (server.get("traced") or server.get("server")) if isinstance(server, dict) else server
         if isinstance(name, str):
-            for seq in earlier.get("evidence") or []:
+            for seq in earlier.evidence or []:
                 served.setdefault(seq, name)
     numbers = {}
     for key, number in finding.numbers.items():
@@ -105,7 +108,7 @@ def as_node(step: StepName, fn: StepFn):
         session.begin_step(step, routes.position(state, step))
         target = runtime.context.target
         finding = fn(state, session, target).numbered(state, step)
-        if target.engine.kind == "sglang":
+        if engine_for(target).measured_by_client:  # a live server's numbers each name the server
             finding = name_servers(finding, state)
         finding = portable(finding)
         validate(finding)  # the step's data must fit the model the steps after it read (agent.evidence)

@@ -8,6 +8,7 @@ import math
 from statistics import stdev
 from typing import Any
 
+from agent.evidence import Operation, data_of
 from agent.steps import Draft
 from reports.format import fmt, fmt_spread
 from schema.finding import Finding
@@ -54,26 +55,32 @@ def speedup_needed(total: float, part: float, factor: float) -> float | None:
     return part / (total / factor - (total - part))
 
 
-def profile_times(profile: Finding | Draft) -> dict[str, Any]:
+def profile_times(profile: Finding) -> dict[str, Any]:
     """What the ceiling rests on, per decode step of the layers run: W the GPU window inside the
     profiled steps (the profiler's own gaps between steps kept out), the dominant kernel's and its
     operation's time, and T the same step timed without the profiler. The shares come from the
     profile; the step from the timing."""
+    return times_of(profile, data_of(profile))
+
+
+def times_of(profile: Finding | Draft, data: Any) -> dict[str, Any]:
+    """``profile_times`` from a profile's numbers and its data typed (``data``: the profile's model, or one
+    with its ``dominant``, ``leader``, ``operation``, ``critical`` and ``summary``, as round 2 builds it)."""
     steps = profile.number("steps")
     whole = profile.number("total_ms")
     window = profile.numbers["in_step_window_ms"].value if "in_step_window_ms" in profile.numbers else whole
-    operation = profile.data.get("operation") or {}
+    operation = data.operation or Operation(status="")
     op_ms = profile.numbers["operation_ms"].value if "operation_ms" in profile.numbers else None
-    kernel_ms = profile.data["dominant"]["total_us"] / 1000 if profile.data.get("dominant") else profile.data["leader"]["total_us"] / 1000
+    kernel_ms = data.dominant.total_us / 1000 if data.dominant else data.leader.total_us / 1000
     if op_ms is not None and op_ms < kernel_ms:
         op_ms = None  # an attribution that holds less than the kernel itself attributed nothing useful
     gaps = profile.numbers["between_steps_idle_ms"].value if "between_steps_idle_ms" in profile.numbers else None
     # several ranks: the critical rank's windows, the trace its numbers come from (the merged ones sum the ranks')
-    critical = (profile.data.get("critical") or {}).get("rank")
-    summary = profile.data.get("summary") or {}
+    critical = (data.critical or {}).get("rank")
+    summary = data.summary or {}
     basis = summary.get("ranks", {}).get(critical, {}) if critical is not None else summary.get("merged", {})
     windows = [w["window_us"] / 1000 for w in basis.get("step_windows") or []]
-    return {"rank": critical, "rank_why": (profile.data.get("critical") or {}).get("why"), "steps": steps, "window_ms": window, "whole_ms": whole, "kernel_ms": kernel_ms, "operation_ms": op_ms,
+    return {"rank": critical, "rank_why": (data.critical or {}).get("why"), "steps": steps, "window_ms": window, "whole_ms": whole, "kernel_ms": kernel_ms, "operation_ms": op_ms,
             "operation": operation, "timed_step_ms": profile.number("timed_step_ms"), "gaps_ms": gaps,
             "step_windows_ms": windows}
 

@@ -6,7 +6,8 @@ import math
 
 from typing import Any
 
-from agent import consistency, engine_sglang
+from agent import consistency
+from agent.engines import engine_for
 from agent.config import Target
 from agent.evidence import typed
 from agent.session import Session
@@ -28,7 +29,7 @@ def compute_ceiling(state: InvestigationState, session: Session, target: Target)
     decode step. Also recomputes the target's published case from its raw inputs, when the target
     gives them. No tool calls: every input is an earlier finding's number."""
     profile = finding_for(state, "profile")
-    kernel = profile.data["dominant"] or profile.data["leader"]
+    kernel = typed(profile).dominant or typed(profile).leader
     times = profile_times(profile)
     window, part, op_part = times["window_ms"], times["kernel_ms"], times["operation_ms"]
     tok_s = profile.number("setting_tok_s")
@@ -40,17 +41,17 @@ def compute_ceiling(state: InvestigationState, session: Session, target: Target)
     bound_x = operation_x or kernel_x
     best_tok_s = tok_s * bound_x
     reachable = best_tok_s >= goal
-    op_name = times["operation"].get("name") if op_part is not None else None
+    op_name = times["operation"].name if op_part is not None else None
     kernel_spread = bound_spread(times, part)
     op_spread = bound_spread(times, op_part) if op_part is not None else None
     spread = op_spread if op_part is not None else kernel_spread
-    what = f"{op_name} (the call around {kernel['name']})" if op_name else f"{kernel['name']}"
-    numbers = _numbers(target, profile, times, kernel["name"], what, kernel_x, operation_x, spreads=(kernel_spread, op_spread))
-    data = {"kernel": kernel["name"], "reachable": reachable, "dominant": typed(profile).dominant is not None,
+    what = f"{op_name} (the call around {kernel.name})" if op_name else f"{kernel.name}"
+    numbers = _numbers(target, profile, times, kernel.name, what, kernel_x, operation_x, spreads=(kernel_spread, op_spread))
+    data = {"kernel": kernel.name, "reachable": reachable, "dominant": typed(profile).dominant is not None,
             "setting": typed(profile).setting.label,
-            "operation": ({"name": op_name, "frame": times["operation"].get("frame"),
-                           "source": times["operation"].get("source")} if op_name else None),
-            "operation_status": (times["operation"].get("status") or ("attributed" if op_name else "not attributed")),
+            "operation": ({"name": op_name, "frame": times["operation"].frame,
+                           "source": times["operation"].source} if op_name else None),
+            "operation_status": (times["operation"].status or ("attributed" if op_name else "not attributed")),
             "bound": "operation" if op_name else "kernel"}
     if times["rank"] is not None:
         data["rank"] = {"rank": times["rank"], "why": times["rank_why"]}
@@ -67,7 +68,7 @@ def compute_ceiling(state: InvestigationState, session: Session, target: Target)
     data["round"] = 1 + sum(1 for f in findings_of(state) if f.step == "ceiling")
     seq = profile.numbers["setting_tok_s"].seqs
     draft = Draft(headline=headline, verdict="goal-reachable" if reachable else "goal-unreachable", numbers=numbers,
-                  tables=_tables(kernel["name"], times, tok_s, spreads=(kernel_spread, op_spread, spread)),
+                  tables=_tables(kernel.name, times, tok_s, spreads=(kernel_spread, op_spread, spread)),
                   evidence=sorted(set(profile.evidence) | set(seq)), labels=list(profile.labels), data=data)
     # Levers that replaced the operation and were measured above its bound: the model failed for this
     # setting, and (routes.after_ceiling) the investigation goes on from the best measured setting.
@@ -89,7 +90,7 @@ def _numbers(target: Target, profile: Finding, times: dict[str, Any], kernel: st
     window, part, op_part, steps = times["window_ms"], times["kernel_ms"], times["operation_ms"], times["steps"]
     kernel_spread, op_spread = spreads
     spread = op_spread if op_part is not None else kernel_spread
-    op_name = times["operation"].get("name") if op_part is not None else None
+    op_name = times["operation"].name if op_part is not None else None
     tok_s, step_ms, batch = profile.number("setting_tok_s"), profile.number("setting_step_ms"), profile.number("batch")
     setting = typed(profile).setting.label
     goal = target.goal.output_tok_s
@@ -100,7 +101,7 @@ def _numbers(target: Target, profile: Finding, times: dict[str, Any], kernel: st
     on_rank = f", rank {times['rank']}'s trace alone" if times["rank"] is not None else ""
     # a live server's tok/s and step are what its client measured (the whole model), not a projection of layers run
     projected = f"projected to {target.model.layers} layers"
-    server = engine_sglang.is_sglang(target)
+    server = engine_for(target).measured_by_client
     measured_as = "output throughput, measured by the load's client" if server else projected
     step_as = "median TPOT, measured by the load's client" if server else projected
     numbers = {
@@ -125,7 +126,7 @@ def _numbers(target: Target, profile: Finding, times: dict[str, Any], kernel: st
     # On a GPU the profiler stretches the step with its own gaps and syncs, which lie somewhere in the step; a CPU
     # host trace's ranges each carry the profiler's own overhead, so the question where it lies has no such answer
     # there: its bounds keep their step-to-step spread alone (and their runs compare structurally, on any box).
-    gpu = profile.data.get("kind") != "cpu-host"
+    gpu = typed(profile).kind != "cpu-host"
     for key, part_ms, name in (("kernel", part, "the kernel"), ("operation", op_part, "the operation")):
         known = stretch_range(times, part_ms) if part_ms is not None and gpu else None
         if known is None:
@@ -163,10 +164,10 @@ def _tables(kernel: str, times: dict[str, Any], tok_s: float,
                     note="step speedup = 1 / (1 - t_k/W + t_k/(W s)); tok/s = measured x step speedup"
                          + precision("W - t_k", kernel_spread))]
     if op_part is not None:
-        op_name = times["operation"].get("name")
+        op_name = times["operation"].name
         tables.append(Table(title=f"Amdahl ceiling for its operation {op_name}", columns=["operation speedup", "step speedup", "tok/s (projected)"],
                             rows=quoted(ceiling_table(window, op_part, tok_s), op_spread),
-                            note=f"t_op = {kernel} plus the other kernels its call launches ({times['operation'].get('source', 'same trace')})"
+                            note=f"t_op = {kernel} plus the other kernels its call launches ({times['operation'].source if 'source' in times['operation'].model_fields_set else 'same trace'})"
                                  + precision("W - t_op", op_spread)))
     return tables
 

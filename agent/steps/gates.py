@@ -115,7 +115,7 @@ def measure_what_if(state: InvestigationState, session: Session, target: Target,
     step's are: the two steps' tok/s stand on one basis), x, interval, interval_basis,
     output, seq; or error."""
     profile = finding_for(state, "profile")
-    profiled = profile.data["setting"]
+    profiled = typed(profile).setting.model_dump()
     device = evidence(state, "survey").box.device
     noise = target.thresholds.noise
     batch = measured_batch(target, device)
@@ -189,8 +189,9 @@ def scan_gates(state: InvestigationState, session: Session, target: Target) -> D
     architecture differs, the same scan for the box and a measurement of the backends its gates
     open are reported apart, as a what-if."""
     survey, profile = finding_for(state, "survey"), finding_for(state, "profile")
-    source = survey.data["software"].get("sglang_dir")
-    kernels = [k["name"] for k in profile.data["summary"]["merged"]["kernels"][:SCANNED_KERNELS]] if profile and profile.data.get("summary") else []
+    source = typed(survey).software.sglang_dir
+    summary = typed(profile).summary if profile else None
+    kernels = [k["name"] for k in summary["merged"]["kernels"][:SCANNED_KERNELS]] if summary else []
     env = dict(target.engine.env)
     declared_sm, box_sm = target.deployment.sm, typed(survey).box.sm
     declared = session.call("gates.scan", scan_args(source, declared_sm, kernels, env))
@@ -230,7 +231,7 @@ def scan_gates(state: InvestigationState, session: Session, target: Target) -> D
               "exits_passed": [f"{r['file']}:{r['line']}" for r in exits_passed],
               "ties": ties, "what_if": what_if_data,
               # an SGLang deployment's gates are its installed package's: say which one was read
-              **({"source": {"sglang": survey.data["software"].get("sglang"), "dir": source,
+              **({"source": {"sglang": typed(survey).software.sglang, "dir": source,
                              "read_from": "the box's installed sglang package (box.survey)"}}
                  if target.engine.kind == "sglang" else {})},
     )

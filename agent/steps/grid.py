@@ -6,7 +6,7 @@ from typing import Any
 
 from agent.config import Target
 from agent.engine_runs import Setting, bench_spec, profiled_shapes
-from agent.evidence import typed
+from agent.evidence import ProfileData, typed
 from agent.session import Session
 from agent.state import InvestigationState, finding_for
 from agent.steps import Draft
@@ -17,7 +17,7 @@ from schema.finding import Finding, Number, Table
 from tools.trace.launches import launch_durations, longest_position
 
 
-def evaluation_points(target: Target, box: dict, profile: dict) -> list[dict[str, Any]]:
+def evaluation_points(target: Target, box: dict, profile: ProfileData) -> list[dict[str, Any]]:
     """Where to evaluate the grid: the deployment's per-rank shapes at batch 1 and at the goal's
     concurrency (declared SMs and architecture), and the shapes the profile ran where they differ
     (the box's SMs and architecture when it has a GPU)."""
@@ -34,7 +34,7 @@ def evaluation_points(target: Target, box: dict, profile: dict) -> list[dict[str
             "heads_per_rank": deployment.heads_per_rank(target.model.heads), "kernel_heads": heads,
         })
     ran = profiled_shapes(target, box["device"])
-    batch = profile["batch"]
+    batch = profile.batch
     profiled = {**constants, symbols["batch"]: batch, symbols["heads"]: ran["kernel_heads"], symbols["topk"]: ran["topk"]}
     if profiled != points[-1]["shapes"] or box["device"] == "cuda":
         points.append({
@@ -42,23 +42,23 @@ def evaluation_points(target: Target, box: dict, profile: dict) -> list[dict[str
             "shapes": profiled, "sms": box["sm_count"] or deployment.sm_count,
             "arch": f"sm_{box['sm']}" if box["sm"] else f"sm_{deployment.sm}", "batch": batch,
             "heads_per_rank": ran["heads_per_rank"], "kernel_heads": ran["kernel_heads"],
-            "config": profile.get("kernel_config"),
+            "config": profile.kernel_config,
         })
     return points
 
 
-def ncu_args(target: Target, device: str, profile: dict[str, Any], kernel: str, launch_skip: int = 0) -> dict[str, Any]:
+def ncu_args(target: Target, device: str, profile: ProfileData, kernel: str, launch_skip: int = 0) -> dict[str, Any]:
     """``kernel.ncu``'s arguments: launch ``launch_skip`` (0-based) of ``kernel`` in one eager decode
     step (one warm-up step first, no CUDA graph: ncu profiles launches, and one step keeps it cheap)
     of the profiled setting at the profiled batch. Its options that need a graph (several steps a
     replay) or only add time (a planted delay, which the engine also times apart) are left out:
     neither changes a launch."""
-    setting = profile["setting"]
-    spec = bench_spec(target, device, Setting(setting["label"], dict(setting["env"]), dict(setting["options"])), [profile["batch"]])
+    setting = profile.setting
+    spec = bench_spec(target, device, Setting(setting.label, dict(setting.env), dict(setting.options)), [profile.batch])
     spec.update(steps=1, warmup=1, cuda_graph=False, profile=None)
     for option in ("steps_per_graph", "delay_frac"):
         spec.pop(option, None)
-    return {"kernel": kernel, "spec": spec, "env": dict(setting["env"]), "launch_skip": launch_skip}
+    return {"kernel": kernel, "spec": spec, "env": dict(setting.env), "launch_skip": launch_skip}
 
 
 def ncu_launch(session: Session, profile: Finding, kernel: str) -> dict[str, Any]:
@@ -90,7 +90,7 @@ def measure_ncu(session: Session, target: Target, box: dict, profile: Finding, k
         return {"measured": False, "seq": None, "why": "not measured: kernel.ncu profiles a launch of the reference "
                                                        "engine, not of a live SGLang server's process"}
     launch = ncu_launch(session, profile, kernel)
-    result = session.call("kernel.ncu", ncu_args(target, box["device"], profile.data, kernel, launch["position"]))
+    result = session.call("kernel.ncu", ncu_args(target, box["device"], typed(profile), kernel, launch["position"]))
     data = result.get("data") or {}
     record = {"seq": result["seq"], "ok": result["ok"], "measured": bool(result["ok"] and data.get("measured")),
               "kernel_regex": data.get("kernel_regex"), "launch_skip": data.get("launch_skip"),
@@ -170,12 +170,12 @@ def read_grid(state: InvestigationState, session: Session, target: Target) -> Dr
     are less than one wave at some evaluated decode batch."""
     survey = finding_for(state, "survey")
     profile = finding_for(state, "profile")
-    box = survey.data["box"]
+    box = typed(survey).box.model_dump()
     dominant = typed(profile).dominant
     kernel = dominant.name
     if dominant.category == COMMUNICATION:
         return collective_finding(kernel, profile)
-    source_root = survey.data["software"].get("sglang_dir")
+    source_root = typed(survey).software.sglang_dir
     ncu = measure_ncu(session, target, box, profile, kernel)
     reports, seqs, failures, seq_of = _read_reports(session, target, box, profile, kernel, source_root, ncu)
     if not reports:
@@ -261,7 +261,7 @@ def _read_reports(session: Session, target: Target, box: dict, profile: Finding,
         seqs.append(ncu["seq"])
     if ncu.get("error"):
         failures.append(ncu["error"])
-    for point in evaluation_points(target, box, profile.data):
+    for point in evaluation_points(target, box, typed(profile)):
         args = {"kernel": kernel, "source": source_root, "shapes": point["shapes"], "sms": point["sms"],
                 "arch": point["arch"]}
         if point.get("config"):

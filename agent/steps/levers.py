@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Any
 
-from agent import engine_sglang, stats
+from agent import stats
 from agent.config import Lever, Noise, Target
-from agent.engine_runs import (Setting, applicability, baseline, baseline_options, best_setting, measured_batch, run_sweep,
-                           shapes_for, with_lever)
+from agent.engine_runs import Setting, best_setting
+from agent.engines import Engine, engine_for, lever_args
 from agent.evidence import evidence
 from agent.session import Session
 from agent.state import InvestigationState
@@ -127,30 +127,22 @@ def _measure(session: Session, target: Target, device: str) -> _Measured:
     """Run the sweep (the baseline and every lever that applies here) and judge each lever; fails when
     the sweep call fails or the baseline succeeds in fewer than two rounds. An SGLang target's settings are
     server launches (agent.engine_sglang), each run a server of its own, measured by SGLang's client."""
-    server = engine_sglang.is_sglang(target)
-    engine = engine_sglang if server else None
-    batch = engine_sglang.concurrency_of(target, device) if server else measured_batch(target, device)
+    engine = engine_for(target)
+    batch = engine.sweep_batch(target, device)
     rules = target.thresholds.noise
     rounds = rules.rounds_for(device)
     min_effect = rules.min_effect_for(device)
-    base = engine.baseline(target) if server else baseline(target, device)
-    judge = (lambda lever: engine.applicability(target, lever, device)) if server else (
-        lambda lever: applicability(target, lever, device))
-    not_tried = {lever.name: reason for lever in target.levers if (reason := judge(lever))}
+    base = engine.baseline(target, device)
+    not_tried = {lever.name: reason for lever in target.levers if (reason := engine.applicability(target, lever, device))}
     tried = [lever for lever in target.levers if lever.name not in not_tried]
-    settings = {stats.BASELINE: base, **{lever.name: engine.with_lever(target, lever) if server else
-                                         with_lever(target, lever, device) for lever in tried}}
+    settings = {stats.BASELINE: base, **{lever.name: engine.with_lever(target, lever, device) for lever in tried}}
 
     plan = sweep_plan([lever.name for lever in tried], rounds, rules.warmup_runs)
     labels = [f"{settings[e['setting']].label}#{e['repeat']}" for e in plan]
     pairs = [(label, settings[e["setting"]]) for label, e in zip(labels, plan)]
-    if server:
-        swept = session.call("sglang.sweep", engine.sweep_args(target, device, pairs))
-    else:
-        swept = run_sweep(session, target, device, pairs, batch)
+    swept = engine.sweep(session, target, device, pairs, batch)
     if not swept["ok"]:
-        tool = "sglang.sweep" if server else "engine.sweep"
-        raise StepFailed(f"the lever sweep ({tool}, log line {swept['seq']}) failed: {swept['error']}")
+        raise StepFailed(f"the lever sweep ({engine.sweep_tool}, log line {swept['seq']}) failed: {swept['error']}")
     runs = sweep_runs(plan, labels, swept, batch)
 
     sweep = stats.analyze_sweep(
@@ -174,18 +166,18 @@ def _measure(session: Session, target: Target, device: str) -> _Measured:
             result["needs"] = against_needed(lever, needed, runs, rules.confidence, min_effect)
     measured = _Measured(
         device=device, batch=batch, rules=rules, rounds=rounds, min_effect=min_effect, base=base,
-        base_notes=[] if server else baseline_options(target, device)[1], swept=swept, runs=runs, sweep=sweep,
+        base_notes=engine.baseline_notes(target, device), swept=swept, runs=runs, sweep=sweep,
         base_runs=base_runs, base_ok=base_ok, scale=scale,
         base_output=output_check(reference, [r.get("sketch") for r in base_ok], rules.output_rtol), base_seqs=base_seqs,
-        layers_run=target.model.layers if server else min(shapes_for(target, device).layers, target.model.layers),
+        layers_run=engine.layers_run(target, device),
         extrapolation=_extrapolation(swept["data"].get("extrapolation"), sweep.baseline.median_ms, base_seqs),
         lever_results=lever_results)
-    return _served(target, measured) if server else measured
+    return _served(target, engine, measured) if engine.measured_by_client else measured
 
 
 def _change(lever: Lever) -> set[tuple]:
     return ({("env", k, v) for k, v in lever.env.items()} | {("option", k, str(v)) for k, v in lever.options.items()}
-            | {("arg", a) for a in engine_sglang.lever_args(lever)})
+            | {("arg", a) for a in lever_args(lever)})
 
 
 def needed_lever(lever: Lever, tried: list[Lever]) -> Lever | None:
@@ -209,18 +201,18 @@ def against_needed(lever: Lever, needed: Lever, runs: list[dict], confidence: fl
         return {"lever": needed.name, "ratio": None, "interval": None, "pairs": 0, "status": "not compared",
                 "reason": f"no round measured both {lever.name} and {needed.name}"}
     interval = stats.paired_interval(pairs, confidence)
-    return {"lever": needed.name, "change": _setting_text(needed.env, needed.options, engine_sglang.lever_args(needed)),
+    return {"lever": needed.name, "change": _setting_text(needed.env, needed.options, lever_args(needed)),
             "ratio": interval.ratio, "interval": [interval.low, interval.high] if interval.low is not None else None,
             "pairs": len(pairs), "status": stats.speed_verdict(interval, min_effect),
             "basis": f"{interval.confidence:.0%} t-interval on the log ratios of {interval.n} rounds that ran both"}
 
 
-def _served(target: Target, m: _Measured) -> _Measured:
+def _served(target: Target, engine: Engine, m: _Measured) -> _Measured:
     """An SGLang sweep's measurement as its numbers are read: each setting's tok/s the median of its runs'
     measured output throughput (the interval stays the paired one of the decode step, the median TPOT), the
     server they come from named, and the output check said to be none (a live server's outputs are not
     sketched)."""
-    m.server = engine_sglang.server_of(target, [r["server"] for r in m.runs if r.get("server")])
+    m.server = engine.served(target, [r["server"] for r in m.runs if r.get("server")])
     ok = [r for r in m.runs if r["ok"] and not r["warmup"]]
     m.tok_s_of = {name: median(r["tok_s"] for r in ok if r["setting"] == name)
                   for name in {r["setting"] for r in ok}}
@@ -525,7 +517,7 @@ def _extrapolation(engine: dict | None, step_ms: float, seqs: list[int]) -> dict
 
 
 def _row(lever: Lever, result: dict[str, Any], min_effect: float) -> list[Any]:
-    change = _setting_text(lever.env, lever.options, engine_sglang.lever_args(lever))
+    change = _setting_text(lever.env, lever.options, lever_args(lever))
     if result["status"] == "not tried":
         return [lever.name, change, None, "-", "0", f"not tried: {result['reason']}", ""]
     runs = result.get("runs", len(result["seqs"]))

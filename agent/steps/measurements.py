@@ -29,7 +29,7 @@ def interpretation_labels(state: InvestigationState, target=None) -> list[str]:
     the declared hardware, "cpu-interpreter" when Triton ran under its CPU interpreter; and, given the
     ``target``, "stand-in-server" when its SGLang server is the stand-in (tools/engines/sglang_standin)."""
     survey = finding_for(state, "survey")
-    labels = ["stand-in"] if survey.data["stand_in"] else []
+    labels = ["stand-in"] if typed(survey).stand_in else []
     if typed(survey).box.device == "cpu":
         labels.append("cpu-interpreter")
     server = getattr(getattr(target, "engine", None), "server", None)

@@ -17,6 +17,7 @@ from langgraph.runtime import Runtime
 
 from agent.config import Target
 from agent.engine_runs import profiled_shapes
+from agent.evidence import data_of, decision_question
 from agent.session import Session
 from agent.state import InvestigationState, finding_for
 from agent.steps import Draft
@@ -31,7 +32,7 @@ def _profile_times(state: InvestigationState) -> tuple[float, float, float | Non
     """(W, t_k, t_op): the profiled steps' GPU window (the profiler's gaps kept out), the dominant
     kernel's time and its operation's (None when unattributed), as the ceiling uses them."""
     profile = finding_for(state, "profile")
-    if profile is None or not profile.data.get("complete"):
+    if profile is None or not data_of(profile).complete:
         return None
     times = profile_times(profile)
     return times["window_ms"], times["kernel_ms"], times["operation_ms"]
@@ -42,20 +43,23 @@ def expected_speedup(grid: Finding | None) -> dict[str, Any] | None:
     rewrite removes (re-gathered rows, CUDA-core math), else the grid's structural split-K estimate."""
     if grid is None:
         return None
-    diagnosed = (grid.data.get("diagnosis") or {}).get("rewrite_estimate")
-    if diagnosed and diagnosed.get("speedup"):
+    data = data_of(grid)
+    diagnosed = data.diagnosis.rewrite_estimate if data.diagnosis else None
+    if diagnosed and diagnosed.speedup:
         # with the call it was derived for and its kind: the consistency check holds it against that call alone
-        return {"speedup": diagnosed["speedup"], "basis": diagnosed.get("basis", "the diagnosis"),
-                "call": diagnosed.get("call"), "kind": diagnosed.get("speedup_kind") or "upper estimate"}
-    return grid.data.get("splitk_estimate")
+        extra = diagnosed.model_extra or {}
+        basis = diagnosed.basis if "basis" in diagnosed.model_fields_set else "the diagnosis"
+        return {"speedup": diagnosed.speedup, "basis": basis, "call": extra.get("call"),
+                "kind": extra.get("speedup_kind") or "upper estimate"}
+    return data.splitk_estimate.model_dump() if data.splitk_estimate else None
 
 
 def splitk_option(state: InvestigationState, total: float, part: float, tok_s: float,
                   op_part: float | None = None) -> dict[str, Any]:
     grid = finding_for(state, "grid")
     survey = finding_for(state, "survey")
-    candidate = bool(grid and grid.data.get("splitk_candidate"))
-    why = grid.data.get("splitk_reason", "the grid step did not run") if grid else "no dominant kernel, so no grid was read"
+    candidate = bool(grid and data_of(grid).splitk_candidate)
+    why = data_of(grid).splitk_reason if grid else "no dominant kernel, so no grid was read"
     estimate = expected_speedup(grid)
     # The rewrite replaces the whole call (kernel, merge, sink): its bound is the operation's, when attributed.
     upper = amdahl(total, op_part if op_part is not None else part)
@@ -75,7 +79,7 @@ def splitk_option(state: InvestigationState, total: float, part: float, tok_s: f
         "falsifier": "the rewrite's measured speedup misses the prediction, or beats the operation's bound; "
                      "or the kernel is already at its floor",
     }
-    can, note = (survey.data["software"].get("splitk_kernel", False), "the split-K kernel is on the box")
+    can, note = (data_of(survey).software.splitk_kernel, "the split-K kernel is on the box")
     if not can:
         note = "the split-K kernel module is not on the box"
     option.update(can_try_here=candidate and can, try_note=note if candidate else "not offered")
@@ -102,9 +106,9 @@ def kernel_alone(session: Session, state: InvestigationState, target: Target) ->
     float32 reference and the original (``kernel.splitk_check``) and, on a GPU, both timed by CUDA-graph
     replay (``kernel.splitk_bench``). Named as the kernel alone: the server never ran it."""
     survey, profile = finding_for(state, "survey"), finding_for(state, "profile")
-    device = survey.data["box"]["device"]
+    device = data_of(survey).box.device
     ran = profiled_shapes(target, device)
-    shapes = {"batch": profile.data["batch"], "topk": ran["topk"], "heads": ran["kernel_heads"]}
+    shapes = {"batch": data_of(profile).batch, "topk": ran["topk"], "heads": ran["kernel_heads"]}
     check = session.call("kernel.splitk_check", {**shapes, "device": device})
     variants = ((check.get("data") or {}).get("variants") or {}).values()
     errors = [v["vs_reference"]["out_norm_rel"] for v in variants if "out_norm_rel" in v.get("vs_reference", {})]
@@ -160,10 +164,10 @@ def box_rates(state: InvestigationState) -> tuple[dict[str, Any] | None, str]:
     """The survey's measured copy bandwidth and matmul rate (with their log lines), or None and why."""
     survey = finding_for(state, "survey")
     if survey is None or not {"copy_gb_s", "matmul_tflop_s"} <= set(survey.numbers):
-        error = (survey.data["survey"].get("rates") or {}).get("error") if survey else None
+        error = (data_of(survey).survey.get("rates") or {}).get("error") if survey else None
         return None, f"no measured rates ({error or 'the survey reported none'})"
     copy, matmul = survey.numbers["copy_gb_s"], survey.numbers["matmul_tflop_s"]
-    return {"gb_s": copy.value, "tflop_s": matmul.value, "dtype": survey.data["survey"]["rates"]["matmul"]["dtype"],
+    return {"gb_s": copy.value, "tflop_s": matmul.value, "dtype": data_of(survey).survey["rates"]["matmul"]["dtype"],
             "seqs": sorted(set(copy.seqs) | set(matmul.seqs))}, ""
 
 
@@ -175,11 +179,11 @@ def fallback_floors(state: InvestigationState, total: float) -> dict[str, Any]:
     and counts as instant in the bound."""
     gates = finding_for(state, "gates")
     profile = finding_for(state, "profile")
-    fallbacks = gates.data.get("fallback_kernels", []) if gates else []
-    profiled = {k["name"]: k for k in profile.data["summary"]["merged"]["kernels"]}
-    names = sorted({f["kernel"] for f in fallbacks} & set(profiled))
+    fallbacks = data_of(gates).fallback_kernels if gates else []
+    profiled = {k["name"]: k for k in data_of(profile).summary["merged"]["kernels"]}
+    names = sorted({f.kernel for f in fallbacks} & set(profiled))
     steps = profile.number("steps")
-    work = (profile.data.get("attention_work") or {}).get("kernels", {})
+    work = (data_of(profile).attention_work or {}).get("kernels", {})
     rates, no_rates = box_rates(state)
     kernels = []
     for name in names:
@@ -245,14 +249,14 @@ def _operation_rest(profile: Finding, fallbacks: list[str]) -> dict[str, Any] | 
     kernels), as a part of the fallback stack: owning the stack replaces the whole call, as the
     split-K rewrite does, so it goes with the kernel; no floor of its own (counted as instant).
     None when the dominant kernel is not a fallback or its operation is not attributed."""
-    dominant = (profile.data.get("dominant") or {}).get("name")
+    dominant = data_of(profile).dominant.name if data_of(profile).dominant else None
     times = profile_times(profile)
     if dominant not in fallbacks or times["operation_ms"] is None:
         return None
     rest = times["operation_ms"] - times["kernel_ms"]
     if rest <= 0:
         return None
-    operation = (profile.data.get("operation") or {}).get("name") or "its operation"
+    operation = (data_of(profile).operation.name if data_of(profile).operation else None) or "its operation"
     return {"kernel": f"the rest of {operation} (around {dominant})", "calls": None, "ms": rest, "bytes": None,
             "flops": None, "floor_ms": None, "floor_from": None, "headroom": None,
             "note": "replaced with the kernel when the stack is owned: no floor, counted as instant"}
@@ -287,13 +291,13 @@ def fallback_option(state: InvestigationState, total: float, tok_s: float) -> di
 
 def hardware_option(state: InvestigationState, target: Target, tok_s: float, fallback: dict[str, Any]) -> dict[str, Any]:
     gates = finding_for(state, "gates")
-    passing = gates.data.get("architectures_passing", []) if gates else []
+    passing = data_of(gates).architectures_passing if gates else []
     basis = ("the fallback kernels instant" + (" with the rest of the dominant kernel's operation"
                                                if fallback["floors"]["operation_rest_ms"] is not None else "")
              + " (the gated path's own time on that hardware is not measured here)")
     return {
         "name": "move-hardware", "title": "Move to hardware whose gates pass", "offered": bool(passing),
-        "why": (f"the gated fast paths {', '.join(sorted({f['fast_path'] for f in gates.data['fallback_kernels']}))} "
+        "why": (f"the gated fast paths {', '.join(sorted({f.fast_path for f in data_of(gates).fallback_kernels}))} "
                 f"are allowed on {len(passing)} other architectures ({_among(passing)}); "
                 f"sm_{target.deployment.sm} falls back"
                 if passing else "no gate names another architecture"),
@@ -428,6 +432,6 @@ def await_decision(state: InvestigationState, runtime: Runtime) -> dict:
     replay; it is journaled."""
     session: Session = runtime.context.session
     options_finding = finding_for(state, "options")
-    decision = session.decide({"options": options_finding.data["options"], "auto": options_finding.data["auto"],
-                               "choices": list(CHOICES)})
+    options, auto = decision_question(options_finding)
+    decision = session.decide({"options": options, "auto": auto, "choices": list(CHOICES)})
     return {"decision": decision}

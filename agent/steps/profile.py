@@ -10,7 +10,7 @@ from typing import Any
 from agent import engine_sglang
 from agent.config import Target
 from agent.engine_runs import Setting, bench_args, best_setting, measured_batch, shapes_for, with_levers
-from agent.evidence import evidence
+from agent.evidence import data_of, evidence
 from agent.session import Session
 from agent.state import InvestigationState, finding_for
 from agent.steps import Draft, StepFailed
@@ -140,7 +140,7 @@ def _run_profiled(state: InvestigationState, session: Session, target: Target, d
     # The deployment's setting is explained first; a backend lever measured above that setting's
     # ceiling (the ceiling step's ``beaten_by``) sends the investigation on from the best measured one.
     earlier = finding_for(state, "ceiling")
-    applied = best_setting(target, finding_for(state, "levers").data) if earlier and earlier.data.get("beaten_by") else []
+    applied = best_setting(target, data_of(finding_for(state, "levers"))) if earlier and data_of(earlier).beaten_by else []
     if engine_sglang.is_sglang(target):
         return _profiled_server(session, target, device, applied, finding_for(state, "levers"))
     setting = with_levers(target, applied, device)
@@ -220,11 +220,11 @@ def _profiled_server(session: Session, target: Target, device: str, applied: lis
 
 def _swept_setting(levers, label: str) -> dict[str, Any]:
     """A setting's tok/s, step (median TPOT) and log lines as the lever sweep measured it."""
-    data = levers.data
+    data = data_of(levers)
     if label == "baseline":
-        return {"tok_s": data["baseline"]["tok_s"], "step_ms": data["baseline"]["step_ms"], "seqs": data["baseline"]["seqs"]}
-    result = next(r for r in data["levers"] if r["name"] == label)
-    return {"tok_s": result["tok_s"], "step_ms": result["step_ms"], "seqs": result["seqs"]}
+        return {"tok_s": data.baseline["tok_s"], "step_ms": data.baseline["step_ms"], "seqs": data.baseline["seqs"]}
+    result = next(r for r in data.levers if r.name == label)
+    return {"tok_s": result.tok_s, "step_ms": result.step_ms, "seqs": result.seqs}
 
 
 def _ranked(session: Session, target: Target, run: _Profiled, summary, summary_data: dict[str, Any],

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from agent import consistency
 from agent.config import Target
+from agent.evidence import data_of
 from agent.rundir import GATES_APPENDIX, HTML_REPORT, REPORT
 from agent.runlog import read_events
 from agent.session import Session
@@ -32,9 +33,9 @@ def make_plots(state: InvestigationState, session: Session) -> dict[str, str]:
                                 floor.value if floor else None)
         made["lever_sweep"] = session.store_artifact_bytes(png, "lever_sweep.png")["path"]
     profile = finding_for(state, "profile")
-    if profile and profile.data.get("complete"):
-        title = "Host-range time share (CPU interpreter)" if profile.data["kind"] == "cpu-host" else "Kernel time share"
-        png = plots.kernel_shares(profile.data["summary"]["merged"]["kernels"], title=title)
+    if profile and data_of(profile).complete:
+        title = "Host-range time share (CPU interpreter)" if data_of(profile).kind == "cpu-host" else "Kernel time share"
+        png = plots.kernel_shares(data_of(profile).summary["merged"]["kernels"], title=title)
         made["kernel_shares"] = session.store_artifact_bytes(png, "kernel_shares.png")["path"]
     ceiling = finding_for(state, "ceiling")
     if ceiling:
@@ -57,16 +58,16 @@ def lever_rows(levers: Finding) -> list[dict]:
     holds them, and the text its row of the report's table gives (the same ``ratio_text``), so the
     plot never shows a number the table does not."""
     rows = []
-    for r in levers.data["levers"]:
-        drawn = r["status"] in _DRAWN and r.get("ratio") is not None
-        low, high = r.get("interval") or (None, None)
+    for r in data_of(levers).levers:
+        drawn = r.status in _DRAWN and r.ratio is not None
+        low, high = r.interval or (None, None)
         if drawn:
-            text = f"{ratio_text(r['ratio'], low, high)} {r['status']}"
-        elif r["status"] in ("not tried", "failed"):
-            text = f"not run ({r['status']})"
+            text = f"{ratio_text(r.ratio, low, high)} {r.status}"
+        elif r.status in ("not tried", "failed"):
+            text = f"not run ({r.status})"
         else:
-            text = f"{r['status']}: not drawn (see the table)"
-        rows.append({"name": r["name"], "status": r["status"], "text": text, "ratio": r["ratio"] if drawn else None,
+            text = f"{r.status}: not drawn (see the table)"
+        rows.append({"name": r.name, "status": r.status, "text": text, "ratio": r.ratio if drawn else None,
                      "low": low if drawn else None, "high": high if drawn else None})
     return rows
 

@@ -9,6 +9,7 @@ rewrite's kernels' grid where their source is Triton-language code on the box, w
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 from statistics import median
 from typing import Any
@@ -16,12 +17,12 @@ from typing import Any
 from agent import consistency
 from agent.config import Target
 from agent.engine_runs import profiled_shapes
-from agent.evidence import typed
+from agent.evidence import KernelRow, Operation, data_of, typed
 from agent.session import Session
 from agent.state import InvestigationState, finding_for, findings_of
 from agent.steps import Draft
 from agent.steps.amdahl import (amdahl, bound_spread, ceiling_table, profile_times, quoted, speedup_needed, step_against_goal,
-                                stretch_range, stretch_text)
+                                stretch_range, stretch_text, times_of)
 from agent.steps.attribution import NAME_WIDTH, SHOWN_KERNELS, attribute_dominant
 from agent.steps.diagnosis import diagnosis_summary, diagnosis_table
 from agent.steps.measurements import interpretation_labels, ratio_text
@@ -40,7 +41,8 @@ REWRITE_GLUON = ("_split_kernel_ws", "_split_kernel_sm90")  # @gluon.jit: not Tr
 
 def splitk_label(profile: Finding, splitk: Finding) -> str:
     """The split-K setting's label, as the split-K step names it."""
-    return (splitk.data.get("setting") or {}).get("label") or f"{profile.data['setting']['label']} + split-K"
+    setting = data_of(splitk).setting
+    return (setting.label if setting is not None else None) or f"{data_of(profile).setting.label} + split-K"
 
 
 def eager_trace(splitk: Finding) -> str | None:
@@ -48,7 +50,7 @@ def eager_trace(splitk: Finding) -> str | None:
     the split-K finding's ``eager_trace`` artifact, else the trace its own attribution used."""
     if splitk.artifacts.get("eager_trace"):
         return splitk.artifacts["eager_trace"]
-    after = splitk.data.get("operation_after") or {}
+    after = data_of(splitk).operation_after or {}
     return after.get("trace") if after.get("source") == "eager profile" else None
 
 
@@ -204,7 +206,7 @@ def round2(state: InvestigationState, session: Session, target: Target) -> Draft
     the step budget. Numbers use the ceiling step's names (``kernel_instant_x``,
     ``operation_instant_x``, ``ceiling_tok_s``, ``baseline_tok_s`` = the split-K setting's tok/s)."""
     survey, profile, splitk = (finding_for(state, s) for s in ("survey", "profile", "splitk"))
-    box = survey.data["box"]
+    box = data_of(survey).box.model_dump()
     batch = typed(profile).batch
     setting = splitk_label(profile, splitk)
     labels = interpretation_labels(state)
@@ -227,13 +229,13 @@ def round2(state: InvestigationState, session: Session, target: Target) -> Draft
     top = top or merged.kernels[0]
     operation, times = _new_times(session, splitk, summary, top, numbers)
     ceiling = _ceiling(state, target, splitk, {**times, "kind": summary.kind}, operation, batch)
-    short = kernel_label(top.name, names := splitk.data.get("kernel_names"), 60)  # by meaning where the box's names give one
+    short = kernel_label(top.name, names := data_of(splitk).kernel_names, 60)  # by meaning where the box's names give one
     what = f"{ceiling['op_name']} (the call around {short})" if ceiling["op_name"] else short
     numbers.update(_ceiling_numbers(target, splitk, times, ceiling, top, short, what, setting, unit))
     if times["gaps_ms"] is not None:
         numbers["profiler_gaps_ms"] = numbers.pop("between_steps_idle_ms")
 
-    before = {k["name"] for k in profile.data["summary"]["merged"]["kernels"]}
+    before = {k["name"] for k in data_of(profile).summary["merged"]["kernels"]}
     kernels = [k.to_dict() for k in merged.kernels]
     tables = _tables(merged, kernels, before, times, ceiling, operation, short, unit, host, trace_path, names)
 
@@ -242,9 +244,9 @@ def round2(state: InvestigationState, session: Session, target: Target) -> Draft
     subject, subject_why = grid_subject(top.name, kernels, before, names)
     grid_points, problems = [], []
     if subject is not None:
-        calls = [r["call"] for r in splitk.data.get("calls") or []]
+        calls = [r["call"] for r in data_of(splitk).calls or []]
         grid_points, problems = read_rewrite_grid(session, target, box, batch, subject, calls, seqs,
-                                                  (splitk.data.get("plan") or {}).get("arch"))
+                                                  getattr(data_of(splitk).plan, "arch", None))
     focus = _grid_tables(target, box, subject, subject_why, grid_points, tables, numbers)
     beyond = evidence_beyond(merged, top, finding_for(state, "levers"))
     if ceiling["reachable"] is False:  # not reachable by what the bound makes instant, not by anything at all
@@ -290,8 +292,8 @@ def evidence_beyond(merged, top, levers: Finding | None) -> dict[str, Any]:
     # every category's share, the dominant kernel's own included beside the kernel (its other kernels), in the
     # category table's order: an order by share would change with the run's noise where two shares are close
     shares = [(category, us / total) for category, us in (merged.categories or {}).items() if total and us > 0]
-    movers = [{"lever": r["name"], "ratio": r["ratio"], "interval": r.get("interval")}
-              for r in ((levers.data.get("levers") or []) if levers else []) if r.get("status") == "moves up"]
+    movers = [{"lever": r.name, "ratio": r.ratio, "interval": r.interval}
+              for r in (data_of(levers).levers if levers else []) if r.status == "moves up"]
     parts = [f"{category} {100 * share:.0f}%" + (f" (the dominant kernel {100 * top.share:.0f}% of it)"
                                                    if category == top.category else "")
              for category, share in shares]
@@ -317,14 +319,15 @@ def _new_times(session: Session, splitk: Finding, summary, top, numbers: dict[st
     operation, _ = attribute_dominant(session, refs, {"eager_file": "eager" if eager else None}, refs["trace"], top, steps)
     if operation["status"] == trace.ops.ATTRIBUTED:
         numbers["operation_ms"] = Number(value=operation["total_us"] / 1000, unit="ms",
-                                         label=f"t_op: {operation['name']}, the call around {kernel_label(top.name, splitk.data.get('kernel_names'), NAME_WIDTH)}, with split-K", seqs=seq)
-    runs = (splitk.data.get("runs_ms") or {})
+                                         label=f"t_op: {operation['name']}, the call around {kernel_label(top.name, data_of(splitk).kernel_names, NAME_WIDTH)}, with split-K", seqs=seq)
+    runs = (data_of(splitk).runs_ms or {})
     timed = median(runs["splitk"]) if runs.get("splitk") else runs.get("profiled_splitk_ms")
     numbers["timed_step_ms"] = Number(value=timed, unit="ms", label="T: the split-K step of the layers run, timed without the profiler (median of the paired runs)",
                                       seqs=splitk.numbers["measured_x"].seqs)
-    interim = Draft(headline="", verdict="", numbers=numbers,
-                    data={"dominant": top.to_dict(), "leader": top.to_dict(), "operation": operation, "summary": summary.to_dict()})
-    times = profile_times(interim)
+    interim = Draft(headline="", verdict="", numbers=numbers)
+    row = KernelRow.model_validate(top.to_dict())
+    times = times_of(interim, SimpleNamespace(dominant=row, leader=row, operation=Operation.model_validate(operation),
+                                              critical=None, summary=summary.to_dict()))
     if times["operation_ms"] is None:
         numbers.pop("operation_ms", None)  # an attribution holding less than the kernel itself attributed nothing
     return operation, times
@@ -477,7 +480,7 @@ def _headline(levers: Finding | None, top, dominant: bool, unit: str, ceiling: d
                 + ({True: "(projected), reaching the goal", None: "(projected), at the goal within its uncertainty"}.get(
                     reachable, f"(projected), {fmt_spread(goal / ceiling['ceiling_tok_s'], spread)}x short of the goal"))
                 + f" of {goal:.0f} tok/s ({step_against_goal(fmt_spread(ceiling['step_ms'] / ceiling['bound_x'], spread), ceiling['batch'], ceiling['goal_spec'])})")
-    stand_in = next((n for n in (levers.data.get("engine_notes") or []) if n.startswith("weights are bf16")), None) if levers else None
+    stand_in = next((n for n in (data_of(levers).engine_notes or []) if n.startswith("weights are bf16")), None) if levers else None
     if stand_in and top.category.startswith("gemm"):
         # what now dominates is the part of the engine that stands in least faithfully: said where it is read
         headline += f"; {top.category} kernels read the engine's weights, and {stand_in.split(':')[0]}, so on the deployment this part is smaller"

@@ -165,11 +165,11 @@ def build_splitk(state: InvestigationState, session: Session, target: Target) ->
     numbers = _numbers(target, profile, run, call_rows, figures, profiled["label"], seqs)
 
     # Hold the measurement against the ceiling's bounds and the predictions, with this comparison's noise.
-    interim = Draft(headline="", verdict="", numbers=numbers,
-                    data={"measured_interval": [interval.low, interval.high] if interval.low is not None else None,
-                          "measured_interval_basis": _basis(interval, len(pairs)), "vanished_kernels": figures["gone"],
-                          "launches_per_step": figures["launches"], "prediction_intervals": figures["prediction_intervals"],
-                          "profiler_stretch": figures["stretch"]}).numbered(state, "splitk")
+    held_data = {"measured_interval": [interval.low, interval.high] if interval.low is not None else None,
+                 "measured_interval_basis": _basis(interval, len(pairs)), "vanished_kernels": figures["gone"],
+                 "launches_per_step": figures["launches"], "prediction_intervals": figures["prediction_intervals"],
+                 "profiler_stretch": figures["stretch"]}
+    interim = Draft(headline="", verdict="", numbers=numbers, data=held_data).numbered(state, "splitk")
     held = consistency.check(findings_of(state) + [interim], target.model_dump(mode="json"))
     mine = [c for c in held.checks if c.measurement == "split-K rewrite"]
     violated = [c for c in mine if c.verdict == "violated"]
@@ -189,8 +189,8 @@ def build_splitk(state: InvestigationState, session: Session, target: Target) ->
               "calls": call_rows, "kernel_speedup": figures["kernel_speedup"], "operation_speedup": figures["op_speedup"],
               "kernel_speedup_interval": figures["kernel_speedup_interval"],
               "operation_after": figures["attribution"], "predicted_x": figures["predicted_x"], "predicted_operation_x": figures["predicted_op_x"],
-              "measured_x": figures["measured_x"], "measured_interval": interim.data["measured_interval"],
-              "measured_interval_basis": interim.data["measured_interval_basis"], "runs_ms": runs,
+              "measured_x": figures["measured_x"], "measured_interval": held_data["measured_interval"],
+              "measured_interval_basis": held_data["measured_interval_basis"], "runs_ms": runs,
               "vanished_kernels": figures["gone"], "launches_per_step": figures["launches"], "dominant_after": figures["now"],
               "prediction_intervals": figures["prediction_intervals"], "profiler_stretch": figures["stretch"], "output": output,
               "checks": [c.model_dump(mode="json") for c in mine],
@@ -269,13 +269,13 @@ def _compare(session: Session, profile: Finding, run: dict[str, Any], batch: int
     gone, the profiler's stretch of each step and the largest kernel now."""
     refs = {ref["name"]: ref for ref in run["artifacts"]}
     split_summary = trace.summarize([session.artifact_path(refs[run["data"]["trace"]["file"]])])
-    before_kernels = profile.data["summary"]["merged"]["kernels"]
+    before_kernels = typed(profile).summary["merged"]["kernels"]
     after_kernels = [k.to_dict() for k in split_summary.merged.kernels]
-    dominant = profile.data["dominant"]
+    dominant = typed(profile).dominant
     times = profile_times(profile)
     steps, window = times["steps"], times["window_ms"]
-    t_before = dominant["total_us"] / 1000
-    t_after = replacement_time_us(before_kernels, after_kernels, dominant["name"]) / 1000
+    t_before = dominant.total_us / 1000
+    t_after = replacement_time_us(before_kernels, after_kernels, dominant.name) / 1000
     kernel_speedup = t_before / t_after if t_after else None
     op_before = times["operation_ms"]
     op_after_us, attribution = operation_us(session, run, split_summary, before_kernels) if op_before is not None else (None, {})
@@ -291,7 +291,7 @@ def _compare(session: Session, profile: Finding, run: dict[str, Any], batch: int
                             if x is not None}
     launches = {"before": sum(k["calls"] for k in before_kernels) / steps,
                 "after": sum(k["calls"] for k in after_kernels) / steps}
-    gone = [k for k in vanished_kernels(before_kernels, after_kernels) if k["name"] != dominant["name"]]
+    gone = [k for k in vanished_kernels(before_kernels, after_kernels) if k["name"] != dominant.name]
     # How much the profiler stretched each setting's step (its in-step window against the step timed
     # without it): speedups read from two profiles carry both stretches.
     after_window = split_summary.merged.in_step_window_us / 1000 / (split_summary.merged.steps or steps)
@@ -305,7 +305,7 @@ def _compare(session: Session, profile: Finding, run: dict[str, Any], batch: int
                                                                   if k["name"] not in {b["name"] for b in before_kernels}]
     after_windows = [w.window_us / 1000 for w in split_summary.merged.step_windows]
     kernel_interval = _ratio_interval(kernel_speedup, times["step_windows_ms"], after_windows)
-    return {"kernel_speedup_interval": kernel_interval,"dominant": dominant["name"], "t_before": t_before, "t_after": t_after, "kernel_speedup": kernel_speedup,
+    return {"kernel_speedup_interval": kernel_interval,"dominant": dominant.name, "t_before": t_before, "t_after": t_after, "kernel_speedup": kernel_speedup,
             "op_before": op_before, "op_after_us": op_after_us, "attribution": attribution, "op_speedup": op_speedup,
             "predicted_x": predicted_x, "predicted_op_x": predicted_op_x, "prediction_intervals": prediction_intervals,
             "launches": launches, "gone": gone, "stretch": stretch, "now": now, "op_below_kernels_ms": below,
@@ -319,7 +319,7 @@ def _numbers(target: Target, profile: Finding, run: dict[str, Any], call_rows: l
     run_seqs = [run["seq"]] + profile.numbers["setting_tok_s"].seqs
     profiles = [run["seq"]] + profile.evidence
     numbers = {
-        "kernel_speedup": Number(value=figures["kernel_speedup"], unit="x", label=f"{kernel_label(figures['dominant'], profile.data.get('kernel_names'), None)} time / the kernels that replaced it (profiles)", seqs=profiles),
+        "kernel_speedup": Number(value=figures["kernel_speedup"], unit="x", label=f"{kernel_label(figures['dominant'], typed(profile).kernel_names, None)} time / the kernels that replaced it (profiles)", seqs=profiles),
         "predicted_x": Number(value=figures["predicted_x"], unit="x", label="Amdahl with the kernel's measured speedup (shares of W)", seqs=profiles),
         "measured_x": Number(value=figures["measured_x"], unit="x", label=f"engine tok/s with split-K / {profiled}: geometric mean over {figures['pairs']} paired round(s)", seqs=sorted(set(seqs) | set(run_seqs)),
                              spread=_half_width(interval)),

@@ -25,8 +25,6 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
 from tools.kernels import dsv4_cache, upstream  # noqa: E402
 
 HIDDEN, Q_LORA, O_LORA, HEADS_PER_RANK, KERNEL_HEADS = 4096, 1024, 1024, 16, 64

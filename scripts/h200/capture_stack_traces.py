@@ -6,7 +6,7 @@ Triton kernel, partial merge and sink), with CUDA graphs on, 3 profiled steps. T
 graph-replay trace and, beside it, the eager trace of the same step that attribution needs; both
 are recorded with ``with_stack=True`` and the ``op:sparse_decode`` range around the attention call.
 
-    python3 scripts/h200/capture_stack_traces.py OUTDIR     (scripts/h200/capture_stack_traces.sh sets it up)
+    python3 -m scripts.h200.capture_stack_traces OUTDIR     (scripts/h200/capture_stack_traces.sh sets it up)
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ NAMES = {"file": "reference-B16-cudagraph.trace.json.gz", "eager_file": "referen
 def main(argv: list[str]) -> int:
     out = Path(argv[1] if len(argv) > 1 else "tests/data/h200-traces-stacks")
     out.mkdir(parents=True, exist_ok=True)
-    sys.path.insert(0, str(ROOT))
     import torch
 
     from agent.config import load_target

@@ -10,7 +10,7 @@ mkdir -p "$out"
 python3 -c "import pydantic, yaml" 2>/dev/null || python3 -m pip install -q --no-index --find-links .whl/agent pydantic || exit 1
 mkdir -p /tmp/sgl && tar xzf .device/sglang-py.tgz -C /tmp/sgl || exit 1
 export PYTHONPATH=/tmp/sgl:$PWD PYTHONUNBUFFERED=1
-timeout 540 python3 scripts/h200/capture_stack_traces.py "$out" || exit $?
+timeout 540 python3 -m scripts.h200.capture_stack_traces "$out" || exit $?
 nvidia-smi --query-gpu=name,driver_version --format=csv > "$out/nvidia-smi.csv"
 cat > "$out/README.md" <<'TEXT'
 # H200 traces with Python stacks

@@ -11,11 +11,10 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
 
 import torch  # noqa: E402
 
-import sparse_mla_grid as g  # noqa: E402
+from benchmarks import sparse_mla_grid as g  # noqa: E402
 from tools.kernels.splitk import tiles  # noqa: E402
 
 # (batch, top-k, pattern, form): the gaps left once the two-cache call runs as one launch (the model's call

@@ -11,7 +11,7 @@ NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 "$NCU" --clock-control none --nvtx --nvtx-include "ncu_grid/" \
   --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
   --section LaunchStats --section SchedulerStats -f -o "$OUT/grid_ncu" \
-  python3 scripts/h200/grid_ncu.py 2>&1 | tee "$OUT/grid_ncu_run.txt"
+  python3 -m scripts.h200.grid_ncu 2>&1 | tee "$OUT/grid_ncu_run.txt"
 "$NCU" --import "$OUT/grid_ncu.ncu-rep" --page details > "$OUT/grid_ncu_details.txt"
 "$NCU" --import "$OUT/grid_ncu.ncu-rep" --page raw --csv > "$OUT/grid_ncu_raw.csv"
 grep -E "^  [_a-zA-Z]|Duration|Achieved Occupancy|L2 Hit Rate|Warp Cycles Per Issued" "$OUT/grid_ncu_details.txt" | head -150

@@ -1,4 +1,4 @@
-"""A JSON summary of scripts/h200/grid_ncu.sh's raw metrics: ``python scripts/h200/grid_ncu_summary.py DIR``
+"""A JSON summary of scripts/h200/grid_ncu.sh's raw metrics: ``python -m scripts.h200.grid_ncu_summary DIR``
 reads DIR/grid_ncu_raw.csv and DIR/grid_ncu_run.txt (the order of the profiled calls) and writes
 DIR/grid_ncu_summary.json: each kernel with the call it belongs to (a call's kernels end with its combine
 kernel, ours or FlashMLA's), its grid, duration, registers, L2 hit rate, achieved occupancy, SM throughput,

@@ -10,10 +10,10 @@ mkdir -p /tmp/sgl && tar xf .device/sglang-py.txz -C /tmp/sgl
 export PYTHONPATH=/tmp/sgl:$PWD PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm --format=csv | tee "$OUT/nvidia-smi.csv"
 status=0
-timeout "${GRID_LIMIT_S:-380}" python3 benchmarks/sparse_mla_decode.py --grid --grid-budget-s "${GRID_BUDGET_S:-300}" \
+timeout "${GRID_LIMIT_S:-380}" python3 -m benchmarks.sparse_mla_decode --grid --grid-budget-s "${GRID_BUDGET_S:-300}" \
   --out "$OUT" 2>"$OUT/grid_log.txt" | tee "$OUT/grid_summary.txt"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-timeout "${MATRIX_LIMIT_S:-200}" python3 benchmarks/sparse_mla_decode.py --matrix --out "$OUT" 2>"$OUT/matrix_log.txt" \
+timeout "${MATRIX_LIMIT_S:-200}" python3 -m benchmarks.sparse_mla_decode --matrix --out "$OUT" 2>"$OUT/matrix_log.txt" \
   | tee "$OUT/matrix_summary.txt"
 [ "${PIPESTATUS[0]}" -eq 0 ] || [ "$status" -ne 0 ] || status=1
 tail -n 3 "$OUT/grid_log.txt" "$OUT/matrix_log.txt"

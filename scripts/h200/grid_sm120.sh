@@ -7,9 +7,9 @@ set -uo pipefail
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/nvidia-smi.csv"
 B=${GRID_BUDGET_S:-110}
-timeout $((B + 60)) python3 benchmarks/sparse_mla_decode.py --grid --grid-impls rewrite --grid-budget-s "$B" \
+timeout $((B + 60)) python3 -m benchmarks.sparse_mla_decode --grid --grid-impls rewrite --grid-budget-s "$B" \
   --out "$OUT/hopper" 2> "$OUT/hopper_log.txt" | tail -n 2
-timeout $((B + 60)) python3 benchmarks/sparse_mla_decode.py --grid --grid-impls rewrite --plan-arch 120 --grid-budget-s "$B" \
+timeout $((B + 60)) python3 -m benchmarks.sparse_mla_decode --grid --grid-impls rewrite --plan-arch 120 --grid-budget-s "$B" \
   --out "$OUT/sm120" 2> "$OUT/sm120_log.txt" | tail -n 2
 rm -f "$OUT"/*/grid_partial.json
 tail -n 2 "$OUT/hopper_log.txt" "$OUT/sm120_log.txt"

@@ -14,12 +14,12 @@ mkdir -p "$OUT/$PART"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm --format=csv | tee "$OUT/$PART/nvidia-smi.csv"
 status=0
 if [ "$PART" = hopper ]; then
-  timeout "${GRID_LIMIT_S:-450}" python3 benchmarks/sparse_mla_decode.py --grid --grid-budget-s "${GRID_BUDGET_S:-400}" \
+  timeout "${GRID_LIMIT_S:-450}" python3 -m benchmarks.sparse_mla_decode --grid --grid-budget-s "${GRID_BUDGET_S:-400}" \
     --out "$OUT/hopper" 2>"$OUT/hopper/grid_log.txt" | tail -n 4 || status=1
 else
-  timeout "${GRID_LIMIT_S:-330}" python3 benchmarks/sparse_mla_decode.py --grid --grid-impls rewrite --plan-arch 120 \
+  timeout "${GRID_LIMIT_S:-330}" python3 -m benchmarks.sparse_mla_decode --grid --grid-impls rewrite --plan-arch 120 \
     --grid-budget-s "${GRID_BUDGET_S:-290}" --out "$OUT/sm120" 2>"$OUT/sm120/grid_log.txt" | grep -v '^ ' | tail -n 4 || status=1
-  timeout "${MATRIX_LIMIT_S:-220}" python3 benchmarks/sparse_mla_decode.py --matrix --plan-arch 120 --out "$OUT/sm120" \
+  timeout "${MATRIX_LIMIT_S:-220}" python3 -m benchmarks.sparse_mla_decode --matrix --plan-arch 120 --out "$OUT/sm120" \
     2>"$OUT/sm120/matrix_log.txt" | tail -n 3 || status=1
 fi
 rm -f "$OUT"/*/grid_partial.json

@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(REPO), str(REPO / "benchmarks"), str(REPO / "scripts" / "h200")]
 
 CALLS_A_GRAPH, REPLAYS = 8, 5
 
@@ -26,7 +25,7 @@ def run() -> int:
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from grid_ncu import cell_calls
+    from scripts.h200.grid_ncu import cell_calls
 
     prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
     prof.start()

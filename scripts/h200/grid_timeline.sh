@@ -6,8 +6,8 @@ set -uo pipefail
 python3 -m pip install -q --no-index --no-deps .whl/flashmla/*.whl || exit 1
 mkdir -p /tmp/sgl && tar xf .device/sglang-py.txz -C /tmp/sgl
 export PYTHONPATH=/tmp/sgl:$PWD PYTHONUNBUFFERED=1
-python3 scripts/h200/grid_timeline.py /tmp/grid_timeline.json || exit 1
-python3 scripts/h200/grid_timeline.py --summarize /tmp/grid_timeline.json > "$OUT/grid_timeline.json" || exit 1
+python3 -m scripts.h200.grid_timeline /tmp/grid_timeline.json || exit 1
+python3 -m scripts.h200.grid_timeline --summarize /tmp/grid_timeline.json > "$OUT/grid_timeline.json" || exit 1
 gzip -c /tmp/grid_timeline.json > "$OUT/grid_timeline_trace.json.gz"
 python3 -c "
 import json; d = json.load(open('$OUT/grid_timeline.json'))

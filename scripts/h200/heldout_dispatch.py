@@ -9,7 +9,7 @@ valid lengths. The candidates run in ``--passes`` interleaved passes (each pass 
 candidate's time is the median of its passes' medians, every sample kept. Prints one JSON object; the verdict
 (is the pick within 5% of the best measured there) is recomputed from the samples by tests/test_benchmark_heldout.py.
 
-    python scripts/h200/heldout_dispatch.py --out DIR
+    python -m scripts.h200.heldout_dispatch --out DIR
 """
 
 from __future__ import annotations
@@ -23,15 +23,13 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
 import torch  # noqa: E402
 import triton  # noqa: E402
 
 from tools.kernels import dsv4_cache  # noqa: E402
 from tools.kernels import sparse_mla_decode as smd  # noqa: E402
 from tools.kernels.splitk import tiles  # noqa: E402
-from tools.kernels.splitk.check import _call_args, make_case  # noqa: E402
+from tools.kernels.splitk.check import call_args, make_case  # noqa: E402
 from tools.kernels.splitk.timing import graph_replay_us  # noqa: E402
 
 HELD_OUT = [(6, 640), (12, 1280), (20, 896), (40, 1792), (80, 1152), (112, 1664)]
@@ -67,7 +65,7 @@ def main() -> int:
             skipped.append({"batch": batch, "topk": topk})
             continue
         case = make_case(batch, topk, HEADS, dev, seed=batch * 10_000 + topk, topk_length=True)
-        call = _call_args(case)
+        call = call_args(case)
         out = torch.empty(batch, 1, HEADS, dsv4_cache.HEAD_DIM, dtype=torch.bfloat16, device=dev)
         lse = torch.empty(batch, HEADS, dtype=torch.float32, device=dev)
         pick_cfg = tiles.choose_config(batch, topk, HEADS, arch)

@@ -1,6 +1,6 @@
 """Tile candidates of the sm_120 family timed on a Hopper proxy (issue 29), Triton's wgmma lowering off.
 
-    PYTHONPATH=$PWD python3 scripts/h200/sm120_tune.py CANDIDATES.json OUT.jsonl [--warm NAME]
+    python3 -m scripts.h200.sm120_tune CANDIDATES.json OUT.jsonl [--warm NAME]
 
 CANDIDATES.json is scripts/sm120_candidates.py's output: only the candidates that compile clean for sm_120
 are taken. Each is checked against the float32 reference (two caches, sink, lengths) before it is timed;
@@ -20,7 +20,7 @@ import torch
 
 from tools.kernels import sparse_mla_decode as smd
 from tools.kernels import dsv4_cache
-from tools.kernels.splitk import check, tiles
+from tools.kernels.splitk import check, sm120, tiles
 from tools.kernels.splitk.timing import compiled_sass, graph_replay_us
 
 CELLS = [(1, 512), (4, 2048), (16, 1024), (16, 2048), (64, 2048), (128, 512)]
@@ -41,7 +41,7 @@ def hopper(out_path: str) -> int:
     rows = []
     for batch, topk in CELLS:
         case = check.make_case(batch, topk, HEADS, dev, 11, topk_length=False)
-        args = check._call_args(case)
+        args = check.call_args(case)
         o = torch.empty(batch, 1, HEADS, dsv4_cache.HEAD_DIM, dtype=torch.bfloat16, device=dev)
         lse = torch.empty(batch, HEADS, dtype=torch.float32, device=dev)
         samples = graph_replay_us([lambda: smd.sparse_mla_decode_into(o, lse, None, *args)])
@@ -73,7 +73,7 @@ def main() -> int:
         rows = []
         for batch, topk in CELLS:
             case = check.make_case(batch, topk, HEADS, dev, 11, topk_length=False)
-            args = check._call_args(case)
+            args = check.call_args(case)
             o = torch.empty(batch, 1, HEADS, dsv4_cache.HEAD_DIM, dtype=torch.bfloat16, device=dev)
             lse = torch.empty(batch, HEADS, dtype=torch.float32, device=dev)
 
@@ -90,7 +90,7 @@ def main() -> int:
             torch.cuda.synchronize()
             continue
         record = {"name": name, "config": cfg.__dict__, "check_ok": chk["ok"], "check": chk["vs_reference"], "cells": rows,
-                  "sass": compiled_sass([smd._split_kernel_sm120])}
+                  "sass": compiled_sass([sm120._split_kernel_sm120])}
         out.write(json.dumps(record) + "\n")
         out.flush()
         print(name, "ok" if chk["ok"] else "WRONG", " ".join(f"{r['batch']}x{r['topk']}:{r['median_us']:.1f}" for r in rows),

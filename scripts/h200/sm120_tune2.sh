@@ -5,4 +5,4 @@
 set -uo pipefail
 CANDIDATES=${CANDIDATES:-benchmarks/results/sm120-20261207/candidates2_both.json} bash scripts/h200/sm120_tune.sh
 # the box's own plan at the same cells, the baseline for the ratios (a process without the proxy's env)
-env -u DISABLE_MMA_V3 -u PERF_INVESTIGATOR_SPLITK_ARCH PYTHONPATH=$PWD timeout 200 python3 scripts/h200/sm120_tune.py --hopper "$OUT/tune.jsonl"
+env -u DISABLE_MMA_V3 -u PERF_INVESTIGATOR_SPLITK_ARCH PYTHONPATH=$PWD timeout 200 python3 -m scripts.h200.sm120_tune --hopper "$OUT/tune.jsonl"

@@ -13,6 +13,6 @@ status=0
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/nvidia-smi.csv"
 python3 -m pytest -q -p no:cacheprovider tests/test_sparse_mla_decode_gpu.py -rs 2>&1 | tee "$OUT/gpu_tests.txt"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-python3 benchmarks/sparse_mla_decode.py --table --matrix --out "$OUT" 2>&1 | tail -40 | tee "$OUT/benchmark.txt"
+python3 -m benchmarks.sparse_mla_decode --table --matrix --out "$OUT" 2>&1 | tail -40 | tee "$OUT/benchmark.txt"
 [ "${PIPESTATUS[0]}" -eq 0 ] || [ "$status" -ne 0 ] || status=1
 exit $status

@@ -35,7 +35,7 @@ PAGE_SIZE = 64
 EXTRA_PAGE_SIZE = 32
 
 
-def _row_indices(gen: torch.Generator, topk: int, num_tokens: int) -> torch.Tensor:
+def row_indices(gen: torch.Generator, topk: int, num_tokens: int) -> torch.Tensor:
     """One row of top-k indices as a selector produces them: runs of neighbouring tokens, scattered
     singles, some duplicates, some -1."""
     picks: list[torch.Tensor] = []
@@ -82,7 +82,7 @@ def make_case(
         kv = torch.randn(pages * psize, dsv4_cache.HEAD_DIM, generator=gen)
         kv *= torch.exp2(torch.randint(-4, 5, (pages * psize, 1), generator=gen).float())
         dsv4_cache.write_tokens(cache, torch.arange(pages * psize, device=device), kv.to(device))
-        idx = torch.stack([_row_indices(gen, k, pages * psize) for _ in range(batch)]).view(batch, 1, k)
+        idx = torch.stack([row_indices(gen, k, pages * psize) for _ in range(batch)]).view(batch, 1, k)
         lens = None
         if topk_length:
             # Full rows, empty rows, short rows and everything between.
@@ -106,7 +106,7 @@ def make_case(
     return case
 
 
-def _call_args(case: dict) -> tuple:
+def call_args(case: dict) -> tuple:
     return (
         case["q"], case["k_cache"], case["indices"], case["topk_length"], case["attn_sink"],
         dsv4_cache.HEAD_DIM, case["softmax_scale"], case["extra_k_cache"], case["extra_indices"],
@@ -126,7 +126,7 @@ def run_poisoned(case: dict, num_splits: Optional[int] = None, config=None) -> t
     lse = torch.full((batch, heads), nan, dtype=torch.float32, device=q.device)
     o_part = torch.full((batch, total, heads, dsv4_cache.HEAD_DIM), nan, dtype=torch.float32, device=q.device)
     lse_part = torch.full((batch, total, heads), nan, dtype=torch.float32, device=q.device)
-    smd.sparse_mla_decode_into(out, lse, (o_part, lse_part), *_call_args(case), num_splits=num_splits, config=config)
+    smd.sparse_mla_decode_into(out, lse, (o_part, lse_part), *call_args(case), num_splits=num_splits, config=config)
     return out, lse.view(batch, heads, 1)
 
 
@@ -157,7 +157,7 @@ def compare(out: torch.Tensor, lse: torch.Tensor, ref_out: torch.Tensor, ref_lse
     }
 
 
-def _verdict(errs: dict, out_max: float) -> bool:
+def verdict(errs: dict, out_max: float) -> bool:
     return (
         errs["all_written"]
         and errs["lse_neg_inf_mismatch"] == 0
@@ -175,12 +175,12 @@ def check_case(case: dict, *, with_upstream: bool = True, num_splits: Optional[i
         case["extra_k_cache"], case["extra_indices"], case["extra_topk_length"],
     )  # fmt: skip
     result = {"vs_reference": compare(out, lse, ref_out, ref_lse)}
-    result["vs_reference"]["ok"] = _verdict(result["vs_reference"], OUT_NORM_REL_MAX)
+    result["vs_reference"]["ok"] = verdict(result["vs_reference"], OUT_NORM_REL_MAX)
     if with_upstream:
         up = upstream.load().flash_mla_sparse_decode_triton
-        up_out, up_lse = up(*_call_args(case))
+        up_out, up_lse = up(*call_args(case))
         result["vs_upstream"] = compare(out, lse, up_out, up_lse)
-        result["vs_upstream"]["ok"] = _verdict(result["vs_upstream"], OUT_NORM_REL_MAX_VS_UPSTREAM)
+        result["vs_upstream"]["ok"] = verdict(result["vs_upstream"], OUT_NORM_REL_MAX_VS_UPSTREAM)
         result["upstream_vs_reference"] = compare(up_out, up_lse, ref_out, ref_lse)
     result["ok"] = result["vs_reference"]["ok"] and result.get("vs_upstream", {"ok": True})["ok"]
     return result

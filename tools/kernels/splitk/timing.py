@@ -17,7 +17,7 @@ import torch
 from tools.kernels import dsv4_cache, upstream
 from tools.kernels import sparse_mla_decode as smd
 from tools.kernels.splitk import declared
-from tools.kernels.splitk.check import _call_args, _variant, configs_run, make_case
+from tools.kernels.splitk.check import _variant, call_args, configs_run, make_case
 from tools.kernels.splitk.tiles import config_name
 
 
@@ -104,7 +104,7 @@ def run_bench(batch, topk, heads, seed, with_upstream, num_splits, config=None, 
         case = make_case(batch, topk, heads, dev, seed, **_variant("engine_call", engine_call))
     else:
         case = make_case(batch, topk, heads, dev, seed, topk_length=False)
-    args = _call_args(case)
+    args = call_args(case)
     plan = configs_run(batch, topk, heads, dev, config, engine_call, num_splits)
     out = torch.empty(batch, 1, heads, dsv4_cache.HEAD_DIM, dtype=torch.bfloat16, device=dev)
     lse = torch.empty(batch, heads, dtype=torch.float32, device=dev)
