@@ -376,8 +376,7 @@ EXAMPLES = {
     "validate": ["validate dsv4-flash", "validate my-target.yaml --json"],
     "recommend": ["recommend runs/examples/dsv4-flash-h200-20261202b   # the SGLang command to run", "recommend RUN --json"],
     "diff": ["diff tests/data/examples-20261201/h200 runs/examples/dsv4-flash-h200-20261202b", "diff RUN_A RUN_B --json"],
-    "trace": ["trace rank0.json.gz rank1.json.gz --by-rank --top 10",
-              "trace trace.json --by-op                         # kernel time by launching frame",
+    "trace": ["trace rank0.json.gz rank1.json.gz --by-rank --top 10", "trace trace.json --by-op   # time by launching frame",
               "trace eager.json.gz graph.json.gz --sequences    # fusion candidates; --overlap: comm vs compute"],
     "grid": ["grid --source flash_mla_sm120_triton.py --kernel _tiled_sparse_decode_kernel \\\n"
              "       --shape B=1 --shape H=64 --shape topk=512 --shape has_topk_len=false --sms 188 --arch sm_120",

@@ -32,7 +32,7 @@ import sglang.kernels.ops.attention.flash_mla_sm120_triton as sm120_triton
 from sglang.kernels.ops.attention.flash_mla_sm120 import flash_mla_with_kvcache_sm120
 from tools.engines.reference.attention import load_backend
 from tools.kernels import dsv4_cache
-from tools.kernels.splitk.check import make_case, compare, _verdict, OUT_NORM_REL_MAX_VS_UPSTREAM as OUT_MAX
+from tools.kernels.splitk.check import make_case, compare, verdict, OUT_NORM_REL_MAX_VS_UPSTREAM as OUT_MAX
 
 case = make_case(2, 32, 4, "cpu", seed=3, extra=True, sink=True)
 args = (case["q"], case["k_cache"], case["indices"], case["topk_length"], case["attn_sink"], dsv4_cache.HEAD_DIM,
@@ -51,12 +51,12 @@ out, lse = flash_mla_with_kvcache_sm120(
     extra_topk_length=case["extra_topk_length"])
 result["dispatcher_calls"] = splitk_plugin.calls - before
 result["dispatcher_vs_upstream"] = errs = compare(out, lse, ref_out, ref_lse)
-errs["ok"] = _verdict(errs, OUT_MAX)
+errs["ok"] = verdict(errs, OUT_MAX)
 before = splitk_plugin.calls
 out, lse = load_backend("sglang-triton")(*args)
 result["reference_calls"] = splitk_plugin.calls - before
 result["reference_vs_upstream"] = errs = compare(out, lse, ref_out, ref_lse)
-errs["ok"] = _verdict(errs, OUT_MAX)
+errs["ok"] = verdict(errs, OUT_MAX)
 print(json.dumps(result))
 """
 
