@@ -49,7 +49,7 @@ def recommendation(s: dict[str, Finding], decision: dict[str, Any] | None) -> st
                 f"(projected), from the measured {_num(splitk, 'measured_x', '.4g')}"
                 f"{_interval(splitk, 'measured_low_x', 'measured_high_x', 'measured_x')} over the profiled setting's "
                 f"{_num(splitk, 'rounds_reference_tok_s', '.4g')} in the same alternating rounds (the sweep's baseline "
-                f"median: {_num(levers, 'baseline_tok_s', '.4g')}); {where} {goal_text(levers)}.")
+                f"median: {_num(levers, 'baseline_tok_s', '.4g')}); {where} {goal_text(levers)}.{_before_running(splitk)}")
     if decision and options is not None and f"{chosen}_upper_x" in options.numbers:
         return (f"`{chosen}` ({decision['source']}), not measured in this run: the options bound it at "
                 f"{_num(options, f'{chosen}_upper_x', '.4g')} over the profiled setting, against {goal_text(levers)}.")
@@ -57,6 +57,21 @@ def recommendation(s: dict[str, Finding], decision: dict[str, Any] | None) -> st
         return (f"none decided in this run; even the dominant operation instant reaches {_num(ceiling, 'ceiling_tok_s', '.4g')} "
                 f"(projected), against {goal_text(levers)}.")
     return f"none: {md_text(levers.headline)}; against {goal_text(levers)}."
+
+
+def _before_running(splitk: Finding) -> str:
+    """What must be measured before the rewrite is run in the deployment, where this run's figure is not the
+    deployment's kernels on a GPU (``agent recommend`` applies the same rule and gives the command to run now)."""
+    plan = splitk.data.get("plan") or {}
+    missing = []
+    if "cpu-interpreter" in splitk.labels:
+        missing.append("on a GPU (these are the Triton CPU interpreter's times)")
+    if plan and not plan.get("declared", True):
+        missing.append(f"with the declared GPU's kernels (this was {md_text(plan.get('short') or 'the box plan')})")
+    if not missing:
+        return ""
+    return (f" Before running it, measure it again {' and '.join(missing)}; until then `agent recommend` gives the "
+            "command to run (the best measured setting).")
 
 
 def measured_on(s: dict[str, Finding], run: dict[str, Any]) -> str:
