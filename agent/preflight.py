@@ -8,10 +8,7 @@ from agent.box.catalog import run_tool
 from agent.box.interface import Box
 from agent.box.ssh_client import BoxUnreachable
 from agent.config import Target
-from agent.engine_runs import backend_for, baseline
-from agent.engine_sglang import check_sglang_args
-
-SGLANG_HINT = "pip install --no-deps sglang==0.5.23"
+from agent.engines import engine_for
 
 
 class BadInput(Exception):
@@ -34,15 +31,8 @@ def preflight(target: Target, box: Box) -> None:
     raw.cleanup()
     if not record["ok"]:
         raise BadInput(f"the box cannot be surveyed: {record['error']}")
-    if target.engine.kind == "sglang":  # its own checks: every server argument and environment lever, on the box
-        problems = check_sglang_args(target, box, record["data"])
-        if problems:
-            raise BadInput("; ".join(problems))
-        return
-    software = record["data"]["software"]
-    if not software.get("torch"):
-        raise BadInput("torch is not installed on the box (the reference engine needs it): pip install torch")
-    backend, _ = backend_for(target, baseline(target))
-    if backend == "sglang-triton" and not software.get("sglang_dir"):
-        raise BadInput(f"sglang is not installed on the box (the {target.engine.attention_env}=triton backend "
-                       f"loads its kernel from sglang's source): {SGLANG_HINT}")
+    # the engine's own checks: a server's arguments and environment levers, on the box; the reference
+    # engine's torch and kernel source
+    problems = engine_for(target).box_problems(target, box, record["data"])
+    if problems:
+        raise BadInput("; ".join(problems))

@@ -291,3 +291,64 @@ def test_the_finding_read_check_can_fail(tmp_path):
     planted.write_text("def route(state, draft):\n    ceiling = finding_for(state, 'ceiling')\n"
                        "    draft.data['own'] = 1\n    return ceiling.data.get('beaten_by'), ceiling.data['round']\n")
     assert len(_finding_data_reads(planted)) == 2
+
+
+# -- the steps never ask which engine they hold (issue #33) ----------------------------------------
+
+# The steps and the preflight take the target's engine from agent.engines.engine_for and ask it questions named
+# for what is asked (live_server, measured_by_client, scanned_source, profile, box_problems): they never read an
+# engine's kind (``target.engine.kind``, ``engine_for(t).kind``, ``is_sglang``) nor import a concrete engine's side.
+ENGINE_BLIND = [*sorted((ROOT / "agent" / "steps").glob("*.py")), ROOT / "agent" / "preflight.py"]
+CONCRETE_ENGINES = {"agent.engine_sglang", "agent.engines.reference", "agent.engines.sglang"}
+# What a step may take from agent.engine_runs: the reference engine as the instrument the split-K, what-if and
+# Nsight Compute runs use whichever engine the target names (its setting record, run specs, sweep, batch and
+# shapes), and the choice of the best measured lever. The reference engine's own setting rules (baseline,
+# with_lever(s), applicability, backend_for, shapes_for) are its engine's (agent.engines.reference).
+REFERENCE_INSTRUMENT = {"Setting", "bench_spec", "bench_args", "run_sweep", "measured_batch", "profiled_shapes", "best_setting"}
+
+
+def _engine_kind_questions(path: Path) -> list[str]:
+    """Each place ``path`` asks which engine it holds: a read of an engine's ``kind`` (an attribute ``kind`` of
+    something named ``engine`` or of ``engine_for(...)``), a call of ``is_sglang``, an import of a concrete
+    engine's module, the whole of agent.engine_runs, or a name of it outside REFERENCE_INSTRUMENT."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    out = []
+    for node in ast.walk(tree):
+        where = f"{_where(path)}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, ast.Attribute) and node.attr == "kind":
+            owner = node.value
+            named = owner.attr if isinstance(owner, ast.Attribute) else owner.id if isinstance(owner, ast.Name) else None
+            called = isinstance(owner, ast.Call) and ast.unparse(owner.func).split(".")[-1] == "engine_for"
+            if named == "engine" or called:
+                out.append(f"{where} reads {ast.unparse(node)}")
+        elif isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] == "is_sglang":
+            out.append(f"{where} calls {ast.unparse(node.func)}")
+        elif isinstance(node, ast.Import):
+            out += [f"{where} imports {a.name}" for a in node.names if a.name in CONCRETE_ENGINES | {"agent.engine_runs"}]
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            for alias in node.names:
+                full = f"{module}.{alias.name}"
+                if module in CONCRETE_ENGINES or full in CONCRETE_ENGINES or full == "agent.engine_runs":
+                    out.append(f"{where} imports {full}")
+                elif module == "agent.engine_runs" and alias.name not in REFERENCE_INSTRUMENT:
+                    out.append(f"{where} imports {full} (the reference engine's own: ask agent.engines.engine_for)")
+    return out
+
+
+def test_no_step_asks_which_engine_it_holds():
+    asked = [hit for path in ENGINE_BLIND for hit in _engine_kind_questions(path)]
+    assert not asked, "a step asks which engine it holds (ask the engine, agent.engines.engine_for):\n" + "\n".join(asked)
+
+
+def test_the_engine_kind_check_can_fail(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text("from agent import engine_sglang, engine_runs\nfrom agent.engine_sglang import concurrency_of\n"
+                       "from agent.engines.sglang import SGLANG\nimport agent.engines.reference\n"
+                       "from agent.engine_runs import Setting, with_levers\n"
+                       "from agent.engines import engine_for\n"
+                       "def step(target):\n    if target.engine.kind == 'sglang' or engine_sglang.is_sglang(target):\n"
+                       "        return engine_for(target).kind\n    return engine_for(target).live_server, target.kind\n")
+    found = _engine_kind_questions(planted)
+    assert len(found) == 9, found
+    assert not any("Setting" in hit or "live_server" in hit or "target.kind" in hit for hit in found)

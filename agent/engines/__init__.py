@@ -5,7 +5,10 @@ An engine turns the target's settings into runs on the box: the deployment's set
 (``baseline``, ``with_lever``), whether a lever can run here (``applicability``), the batch or concurrency
 a sweep measures at, and the sweep itself as one recorded tool call. What an engine measures differs in
 kind, and it says so through its capabilities, not its name: ``measured_by_client`` (a live server's
-numbers are what its load's client measured, the whole model, nothing projected), ``runs_all_layers``.
+numbers are what its load's client measured, the whole model, nothing projected), ``live_server`` (the
+server the runs reach, which the reference engine's own launches, Nsight Compute's or split-K's, never are),
+``scanned_source`` (the installed package whose source the gate scan reads). It profiles the setting to
+explain (``profile``) and says what a box lacks to run it at all (``box_problems``).
 
 ``reference`` (agent.engines.reference) is the embedded reference engine, ``sglang`` (agent.engines.sglang)
 a live SGLang server; a later engine registers itself (``register``) and the steps take it as they are.
@@ -16,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent.config import Lever, Target, TargetError
+from agent.engines.profiled import Profiled, RunFailed  # noqa: F401  (what ``profile`` gives, and its failure)
 
 
 class Engine:
@@ -25,6 +29,9 @@ class Engine:
     kind: str = ""
     sweep_tool: str = ""
     measured_by_client: bool = False  # numbers measured by a load's client on a live server: nothing projected
+    # the live server the engine's runs are (its name, "SGLang"), None when each run is a process of the
+    # reference engine the agent launches itself (so Nsight Compute and the split-K build reach its kernels)
+    live_server: str | None = None
 
     def sweep_batch(self, target: Target, device: str) -> int:
         """The batch (or concurrency) the lever sweep measures at."""
@@ -56,6 +63,21 @@ class Engine:
 
     def served(self, target: Target, servers: list[str]) -> str | None:
         """What the findings call the server the numbers come from (None: no server)."""
+        return None
+
+    def profile(self, session, target: Target, device: str, applied: list[Lever], levers) -> "Profiled":
+        """Profile the setting to explain: the deployment's with ``applied`` (the levers the ceiling sent the
+        investigation on with; ``levers`` is the levers finding) at the profiled batch, one trace per rank.
+        Raises RunFailed when the run fails or a trace did not come back."""
+        raise NotImplementedError
+
+    def box_problems(self, target: Target, box, survey: dict[str, Any]) -> list[str]:
+        """What the box (``survey``: its box.survey data) lacks to run this target at all, a line each."""
+        return []
+
+    def scanned_source(self, software: Any, source: str | None) -> dict[str, Any] | None:
+        """What the findings say of the source tree the gate scan reads (``source``, ``software`` the survey's):
+        None when it is the kernel source the engine loads, not a deployment's installed package."""
         return None
 
     def with_stand_in(self, target: Target) -> Target:

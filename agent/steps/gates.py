@@ -8,6 +8,7 @@ from typing import Any
 from agent import stats
 from agent.config import Target
 from agent.engine_runs import Setting, measured_batch, run_sweep
+from agent.engines import engine_for
 from agent.evidence import evidence, typed
 from agent.session import Session
 from agent.state import InvestigationState, finding_for
@@ -216,6 +217,7 @@ def scan_gates(state: InvestigationState, session: Session, target: Target) -> D
     fallback_kernels = fallbacks_of(ties)
     passing = sorted({s for f in fallback_kernels for s in (f["sms"] or []) if s != declared_sm})
     headline = headline_for(declared_sm, shown, shown_exits, exits_passed, ties, len(unresolved))
+    scanned = engine_for(target).scanned_source(typed(survey).software, source)
     return Draft(
         headline=headline, verdict="gated" if ties else "open",
         numbers={"failing": Number(value=len(shown), label=f"engine gates sm_{declared_sm} fails", seqs=seqs[:1]),
@@ -230,10 +232,8 @@ def scan_gates(state: InvestigationState, session: Session, target: Target) -> D
               "failing_exits": [f"{r['file']}:{r['line']}" for r in shown_exits],
               "exits_passed": [f"{r['file']}:{r['line']}" for r in exits_passed],
               "ties": ties, "what_if": what_if_data,
-              # an SGLang deployment's gates are its installed package's: say which one was read
-              **({"source": {"sglang": typed(survey).software.sglang, "dir": source,
-                             "read_from": "the box's installed sglang package (box.survey)"}}
-                 if target.engine.kind == "sglang" else {})},
+              # a deployment's gates are its installed package's: the engine says which one was read
+              **({"source": scanned} if scanned else {})},
     )
 
 

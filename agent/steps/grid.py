@@ -6,6 +6,7 @@ from typing import Any
 
 from agent.config import Target
 from agent.engine_runs import Setting, bench_spec, profiled_shapes
+from agent.engines import engine_for
 from agent.evidence import ProfileData, typed
 from agent.session import Session
 from agent.state import InvestigationState, finding_for
@@ -86,9 +87,10 @@ def measure_ncu(session: Session, target: Target, box: dict, profile: Finding, k
     point's ``kernel.grid``; ``artifacts``, the CSVs in the run; or ``why``/``error``)."""
     if box["device"] != "cuda":
         return {"measured": False, "seq": None, "why": "not measured: the box has no GPU (survey), so no Nsight Compute"}
-    if target.engine.kind == "sglang":
+    server = engine_for(target).live_server
+    if server:
         return {"measured": False, "seq": None, "why": "not measured: kernel.ncu profiles a launch of the reference "
-                                                       "engine, not of a live SGLang server's process"}
+                                                       f"engine, not of a live {server} server's process"}
     launch = ncu_launch(session, profile, kernel)
     result = session.call("kernel.ncu", ncu_args(target, box["device"], typed(profile), kernel, launch["position"]))
     data = result.get("data") or {}

@@ -17,6 +17,7 @@ from langgraph.runtime import Runtime
 
 from agent.config import Target
 from agent.engine_runs import profiled_shapes
+from agent.engines import engine_for
 from agent.evidence import data_of, decision_question
 from agent.session import Session
 from agent.state import InvestigationState, finding_for
@@ -86,18 +87,24 @@ def splitk_option(state: InvestigationState, total: float, part: float, tok_s: f
     return option
 
 
-LIVE_SERVER = ("split-K cannot be dropped into a live SGLang server: the server runs the kernel of its installed "
-               "SGLang, and replacing it means patching that package and relaunching the deployment; the rewrite "
-               "is measured in the engine only on the reference engine (--engine reference)")
+def live_server_note(server: str) -> str:
+    """Why split-K is not tried on a live ``server`` (its name, the engine's ``live_server``)."""
+    return (f"split-K cannot be dropped into a live {server} server: the server runs the kernel of its installed "
+            f"{server}, and replacing it means patching that package and relaunching the deployment; the rewrite "
+            "is measured in the engine only on the reference engine (--engine reference)")
+
+
+LIVE_SERVER = live_server_note("SGLang")
 
 
 def _on_engine(target: Target, option: dict[str, Any]) -> dict[str, Any]:
     """The split-K option as this target's engine can try it: on an SGLang server not at all (LIVE_SERVER),
     so ``--decide auto`` stops there with the report, and ``--decide splitk`` is refused with that reason."""
-    if target.engine.kind != "sglang" or not option["offered"]:
+    server = engine_for(target).live_server
+    if not server or not option["offered"]:
         return option
     kernel = option["can_try_here"]  # the kernel module on the box: it can be measured alone
-    return {**option, "can_try_here": False, "try_note": LIVE_SERVER, "kernel_on_box": kernel}
+    return {**option, "can_try_here": False, "try_note": live_server_note(server), "kernel_on_box": kernel}
 
 
 def kernel_alone(session: Session, state: InvestigationState, target: Target) -> dict[str, Any]:
@@ -378,7 +385,8 @@ def propose_options(state: InvestigationState, session: Session, target: Target)
                                                   label="Own the fallback kernel stack: those kernels instant"),
             }
     splitk = next((o for o in options if o["name"] == "splitk"), None)
-    if target.engine.kind == "sglang" and splitk and splitk["offered"] and splitk.get("kernel_on_box"):
+    server = engine_for(target).live_server
+    if server and splitk and splitk["offered"] and splitk.get("kernel_on_box"):
         found = kernel_alone(session, state, target)
         splitk["kernel_alone"] = found
         tables.append(_alone_table(found))
@@ -392,8 +400,8 @@ def propose_options(state: InvestigationState, session: Session, target: Target)
     auto = auto_choice(options)
     offered = [o["name"] for o in options if o["offered"]]
     headline = f"{len(offered)} option(s) offered: {', '.join(offered)}; auto would choose {auto}"
-    if target.engine.kind == "sglang" and any(o["name"] == "splitk" and o["offered"] for o in options):
-        headline += f" (split-K is not tried: {LIVE_SERVER})"
+    if server and any(o["name"] == "splitk" and o["offered"] for o in options):
+        headline += f" (split-K is not tried: {live_server_note(server)})"
     if times is not None and fallback["offered"]:
         headline += (f"; the fallback kernels at their floors bound owning them at {fmt_spread(fallback['upper_x'], spread)}x "
                      f"(instant: {fmt_spread(fallback['instant_x'], spread)}x)")

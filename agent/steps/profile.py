@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from pathlib import PurePosixPath
 from typing import Any
 
-from agent import engine_sglang
 from agent.config import Target
-from agent.engine_runs import Setting, bench_args, best_setting, measured_batch, shapes_for, with_levers
+from agent.engine_runs import best_setting
+from agent.engines import Profiled, RunFailed, engine_for
 from agent.evidence import data_of, evidence
 from agent.session import Session
 from agent.state import InvestigationState, finding_for
 from agent.steps import Draft, StepFailed
 from agent.steps.attribution import NAME_WIDTH, SHOWN_KERNELS, attribute_dominant
-from agent.steps.measurements import interpretation_labels, throughput
+from agent.steps.measurements import interpretation_labels
 from agent.steps.rank_balance import critical_focus, rank_files, rank_part
 from reports.format import fmt, kernel_label, kernel_names_of
 from schema.finding import Number, Table
@@ -88,12 +86,12 @@ def profile_decode(state: InvestigationState, session: Session, target: Target) 
     return draft
 
 
-def _timed_row(run: "_Profiled") -> dict[str, Any] | None:
+def _timed_row(run: Profiled) -> dict[str, Any] | None:
     """The engine's timed result at the profiled batch (each rank's step and the critical rank, when several ran)."""
     return next((r for r in run.result["data"].get("results") or [] if r["batch"] == run.batch), None)
 
 
-def _with_ranks(draft: Draft, run: "_Profiled", summary) -> Draft:
+def _with_ranks(draft: Draft, run: Profiled, summary) -> Draft:
     """A profile of several rank processes gets each rank's table, the communication share, the critical
     rank and the imbalance (rank_balance); one rank's is returned as it is."""
     part = rank_part(summary, _timed_row(run), run.seq)
@@ -112,122 +110,20 @@ def _with_ranks(draft: Draft, run: "_Profiled", summary) -> Draft:
     return draft
 
 
-@dataclass
-class _Profiled:
-    """The profiling run: the engine.bench result, its trace, the setting it ran and that setting's numbers."""
-
-    result: dict[str, Any]
-    refs: dict[str, dict]  # the run's artifacts by name
-    ref: dict  # the trace's
-    batch: int
-    setting: Setting
-    setting_data: dict[str, Any]
-    numbers: dict[str, Number]  # the setting's tok/s and step (_setting_numbers)
-    server: dict[str, Any] | None = None  # an SGLang server's profile: which server, its arguments, the SGLang
-
-    @property
-    def seq(self) -> list[int]:
-        return [self.result["seq"]]
-
-    @property
-    def trace_info(self) -> dict[str, Any]:
-        return self.result["data"]["trace"]
-
-
-def _run_profiled(state: InvestigationState, session: Session, target: Target, device: str) -> _Profiled:
-    """Profile the setting to explain (engine.bench with a trace); fails when the run fails or writes no trace."""
-    batch = target.profile.batch or measured_batch(target, device)
+def _run_profiled(state: InvestigationState, session: Session, target: Target, device: str) -> Profiled:
+    """Profile the setting to explain through the target's engine (its ``profile``: a trace of
+    ``profile.steps`` decode steps, one per rank); fails when the run fails or writes no trace."""
     # The deployment's setting is explained first; a backend lever measured above that setting's
     # ceiling (the ceiling step's ``beaten_by``) sends the investigation on from the best measured one.
     earlier = finding_for(state, "ceiling")
     applied = best_setting(target, data_of(finding_for(state, "levers"))) if earlier and data_of(earlier).beaten_by else []
-    if engine_sglang.is_sglang(target):
-        return _profiled_server(session, target, device, applied, finding_for(state, "levers"))
-    setting = with_levers(target, applied, device)
-    args = bench_args(target, device, setting, [batch], profile={"batch": batch, "steps": target.profile.steps})
-    result = session.call("engine.bench", args)
-    if not result["ok"]:
-        raise StepFailed(f"the profiling run failed: {result['error']}")
-    trace_info = result["data"].get("trace")
-    refs = {ref["name"]: ref for ref in result["artifacts"]}
-    if not trace_info or trace_info["file"] not in refs:
-        raise StepFailed("the profiling run wrote no trace")
-    return _Profiled(result=result, refs=refs, ref=refs[trace_info["file"]], batch=batch, setting=setting,
-                     setting_data={"label": setting.label, "env": setting.env, "options": setting.options,
-                                   "levers": [lever.name for lever in applied]},
-                     numbers=_setting_numbers(target, device, setting, throughput(result, batch), [result["seq"]]))
+    try:
+        return engine_for(target).profile(session, target, device, applied, finding_for(state, "levers"))
+    except RunFailed as exc:
+        raise StepFailed(str(exc)) from None
 
 
-def _profiled_server(session: Session, target: Target, device: str, applied: list, levers) -> _Profiled:
-    """Profile the SGLang server (``sglang.profile``: a decode-heavy load, ``POST /start_profile`` for
-    ``profile.steps`` steps, one trace per rank as the server names them) with at most the one lever the
-    ceiling sent the investigation on with. The setting's tok/s and step (median TPOT) are the lever
-    sweep's, timed without the profiler (the ``levers`` finding), as the reference engine's are; the profiled
-    load's own, slowed by the profiler, are beside them; each names the server. Fails when the run fails or
-    a rank's trace did not come back."""
-    batch = engine_sglang.concurrency_of(target, device)
-    setting = engine_sglang.with_lever(target, applied[0]) if applied else engine_sglang.baseline(target)
-    result = session.call("sglang.profile", engine_sglang.profile_args(target, device, setting, target.profile.steps))
-    if not result["ok"]:
-        raise StepFailed(f"the profiling run (sglang.profile) failed: {result['error']}")
-    refs = {ref["name"]: ref for ref in result["artifacts"]}
-    data = result["data"]
-    # the decode stage's trace of each rank (profile_by_stage also writes each rank's EXTEND trace), by the
-    # name the run stored it under (the file's own name; the tool names it by its path under its output)
-    info = dict(data.get("trace_info") or {})
-    named = [PurePosixPath(name).name for name in info.get("files") or [info.get("file") or ""]]
-    traces = [name for name in named if name in refs]
-    if not traces or len(traces) != len(named):
-        raise StepFailed(f"the profiling run (sglang.profile, log line {result['seq']}) brought back "
-                         f"{len(traces)} of the {len(named)} rank traces it names")
-    info.update(file=traces[0], files=traces)
-    result = {**result, "data": {**data, "trace": info}}
-    measured = (data.get("runs") or [{}])[0]
-    rows = data.get("results") or measured.get("results") or []
-    row = next((r for r in rows if r["batch"] == batch), None)
-    if row is None:
-        raise StepFailed(f"the profiled server's load (sglang.profile, log line {result['seq']}) reported no result "
-                         f"at concurrency {batch}")
-    result["data"]["results"] = [row]
-    served = engine_sglang.server_of(target, [n for n in (row.get("server"), measured.get("server")) if n][:1])
-    # the load is measured where the client sends it (a router, in a disaggregated layout); the traces are
-    # the server that ran the decode steps
-    traced = engine_sglang.server_of(target, [t["server"] for t in data.get("traces") or [] if t.get("server")][:1])
-    server = (f"{served}, {len(traces)} rank trace{'s' if len(traces) > 1 else ''} of the decode stage" if traced == served
-              else f"the load through {served}; {len(traces)} rank trace{'s' if len(traces) > 1 else ''} of the decode "
-                   f"stage from {traced}")
-    seq = [result["seq"]]
-    timed = _swept_setting(levers, setting.label)
-    sweep = f"{served}: the lever sweep's runs of {setting.label}, without the profiler"
-    numbers = {
-        "setting_tok_s": Number(value=timed["tok_s"], unit="tok/s", seqs=timed["seqs"],
-                                label=f"{setting.label}: output throughput, median of its runs [{sweep}]"),
-        "setting_step_ms": Number(value=timed["step_ms"], unit="ms", seqs=timed["seqs"],
-                                  label=f"decode step of {setting.label}: median TPOT, median of its runs [{sweep}]"),
-        "timed_step_ms": Number(value=timed["step_ms"], unit="ms", seqs=timed["seqs"],
-                                label=f"decode step, timed without the profiler: median TPOT [{sweep}]"),
-        "profiled_load_tok_s": Number(value=row["tok_s"], unit="tok/s", seqs=seq,
-                                      label=f"output throughput of the profiled load, the profiler on [{server}]"),
-        "profiled_load_step_ms": Number(value=row["step_ms"], unit="ms", seqs=seq,
-                                        label=f"median TPOT of the profiled load, the profiler on [{server}]"),
-    }
-    return _Profiled(result=result, refs=refs, ref=refs[info["file"]], batch=batch, setting=setting,
-                     setting_data={"label": setting.label, "env": setting.env, "options": {},
-                                   "levers": [lever.name for lever in applied]}, numbers=numbers,
-                     server={"server": served, "traced": traced, "args": setting.args,
-                             "traces": data.get("traces"), "sglang": data.get("sglang")})
-
-
-def _swept_setting(levers, label: str) -> dict[str, Any]:
-    """A setting's tok/s, step (median TPOT) and log lines as the lever sweep measured it."""
-    data = data_of(levers)
-    if label == "baseline":
-        return {"tok_s": data.baseline["tok_s"], "step_ms": data.baseline["step_ms"], "seqs": data.baseline["seqs"]}
-    result = next(r for r in data.levers if r.name == label)
-    return {"tok_s": result.tok_s, "step_ms": result.step_ms, "seqs": result.seqs}
-
-
-def _ranked(session: Session, target: Target, run: _Profiled, summary, summary_data: dict[str, Any],
+def _ranked(session: Session, target: Target, run: Profiled, summary, summary_data: dict[str, Any],
             labels: list[str], focus: dict[str, Any] | None) -> Draft:
     """The profile of a readable, complete trace: the kernels ranked, the window's idle, the dominant
     kernel (when one holds the target's dominant share) with its operation attributed. With several
@@ -312,20 +208,6 @@ def _rank_dominant(summary, rank, min_share: float):
         return None
     top = rank.kernels[0]
     return top if top.share is not None and top.share >= min_share else None
-
-
-def _setting_numbers(target: Target, device: str, setting: Setting, measured: dict[str, float],
-                     seq: list[int]) -> dict[str, Number]:
-    """The profiled setting's tok/s and step, timed without the profiler (projected to the model's layers)."""
-    layers_run = min(shapes_for(target, device).layers, target.model.layers)
-    return {
-        "setting_tok_s": Number(value=measured["tok_s"], unit="tok/s",
-                                label=f"{setting.label}, projected to {target.model.layers} layers from {layers_run}", seqs=seq),
-        "setting_step_ms": Number(value=measured["layer_ms"] * target.model.layers, unit="ms",
-                                  label=f"decode step of {setting.label}, projected", seqs=seq),
-        "timed_step_ms": Number(value=measured["layer_ms"] * layers_run, unit="ms",
-                                label=f"decode step of the {layers_run} layers run, timed without the profiler", seqs=seq),
-    }
 
 
 def _headline(target: Target, merged, top, steps: int, batch: int, setting: str, host_ranges: bool,
