@@ -85,9 +85,27 @@ def _enclosing(node: ast.AST, parents: dict) -> str:
     return ".".join(reversed(names)) or "<module>"
 
 
-def call_sites(root: Path, name: str) -> list[dict]:
-    """Each call of ``name`` (a plain or attribute call, or of a name a file imports it as) in the engine
-    proper: at, caller, guards."""
+def _imported_as(tree: ast.Module, rel: str, name: str, module: str) -> set[str]:
+    """The names a file binds ``name`` of ``module`` to by ``from M import name [as alias]``, M being that
+    module or a package above it (which re-exports it); relative imports resolved from the file's place."""
+    package = rel[:-3].split("/")[:-1]
+    out = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        base = node.module or ""
+        if node.level:
+            anchor = package[: len(package) - (node.level - 1)]
+            base = ".".join(["sglang", *anchor, *([base] if base else [])])
+        if base and (module == base or module.startswith(base + ".")):
+            out.update(a.asname or a.name for a in node.names if a.name == name)
+    return out
+
+
+def call_sites(root: Path, name: str, defined_in: str) -> list[dict]:
+    """Each call of the symbol ``name`` defined in ``defined_in`` (a path under the package), in the engine
+    proper: by its name in its own file, elsewhere by the name a file imports it from its module as."""
+    module = "sglang." + defined_in[:-3].replace("/", ".")
     sites = []
     for path in sorted(p for tree in CALL_TREES for p in (root / tree).rglob("*.py")):
         rel = path.relative_to(root).as_posix()
@@ -100,11 +118,10 @@ def call_sites(root: Path, name: str) -> list[dict]:
             tree = ast.parse(source)
         except SyntaxError:
             continue
+        names = {name} if rel == defined_in else _imported_as(tree, rel, name, module)
         parents = _parents(tree)
-        names = {name} | {a.asname for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
-                          for a in n.names if a.name == name and a.asname}  # `import name as alias`
         for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and names & {getattr(node.func, "id", None), getattr(node.func, "attr", None)}:
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names:
                 sites.append({"at": f"{rel}:{node.lineno}", "caller": _enclosing(node, parents),
                               "guards": _guards(node, parents, source)})
     return sorted(sites, key=lambda s: (s["at"].split(":")[0], int(s["at"].split(":")[1])))
@@ -121,7 +138,7 @@ def locate(root: Path, mirror: Mirror) -> dict:
     if node is None:
         return {**entry, "why": f"no definition of {mirror.symbol} in {mirror.path}"}
     decorators = [" ".join((ast.get_source_segment(source, d) or "").split())[:_TEXT] for d in node.decorator_list]
-    calls = call_sites(root, mirror.symbol.split(".")[-1]) if "." not in mirror.symbol else []
+    calls = call_sites(root, mirror.symbol, mirror.path) if "." not in mirror.symbol else []
     switches = sorted({s for c in calls for g in c["guards"] for s in g["switches"]})
     return {**entry, "found": True, "at": f"{mirror.path}:{node.lineno}", "end_line": node.end_lineno,
             "decorators": decorators, "calls": calls[:MAX_CALLS], "call_count": len(calls), "switches": switches}

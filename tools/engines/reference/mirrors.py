@@ -48,3 +48,15 @@ MIRRORS: tuple[Mirror, ...] = (
 
 def mirrors_of(operation: str) -> list[Mirror]:
     return [m for m in MIRRORS if m.operation == operation]
+
+
+SCAN_FILE = "mirrors_sglang.json"  # python -m tools.gates.fused --write tools/engines/reference/mirrors_sglang.json
+
+
+def recorded_scan() -> dict:
+    """tools/gates/fused.py's scan of the sglang this table was written for, as written beside it (a test
+    scans the installed sglang and holds this file to it)."""
+    import json
+    from pathlib import Path
+
+    return json.loads((Path(__file__).with_name(SCAN_FILE)).read_text())
