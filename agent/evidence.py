@@ -232,6 +232,7 @@ class GatesData(_Open):
     fallback_kernels: list[FallbackKernel] = Field(default_factory=list)
     architectures_passing: list[int] = Field(default_factory=list)
     what_if: JSON | None = None
+    failing: list[str] | None = None  # file:line of every gate the declared GPU fails (agent.steps.gates)
 
 
 class Option(_Open):

@@ -7,8 +7,9 @@ the same step beside it. Four kinds of step, each with its evidence (the finding
 - fusion candidates (tools.trace.sequences): per operation, its closed frequent kernel sequence whose
   fusion saves the most at most: the device idle between its kernels in the graph replay (measured) plus
   its intermediates written and read once at the measured copy rate (modelled: the trace holds no tensor
-  sizes; each intermediate is taken as the step's widest activation from the model's shapes, in float32);
-  a fused path the engine already has is named only where the gates scan tied one to a kernel of it;
+  sizes; each operation's intermediate takes its own shape from the model's shapes, agent/steps/fusion_model.py);
+  a fused path the engine already has is named where the gates scan tied one to a kernel of it, and the
+  fused op SGLang's source has for the operation where the scan of its source finds one (fusion_model.py);
 - overlap (tools.trace.overlap), on a profile of several ranks: the critical rank's collective time with no
   computation beside it; what could hide it is modelled from the engine's structure (below);
 - the FP8 GEMMs, where the engine ran bf16 weights for the checkpoint's FP8/FP4 (its own note): at most
@@ -33,7 +34,8 @@ from tools import trace
 from tools.trace.overlap import overlap
 from tools.trace.sequences import fusion_candidates
 
-FLOAT32 = 4
+from .fusion_model import intermediate_of, known_fused
+
 FUSION_RANKED = 5  # operations whose fusion is ranked among the next steps; the table holds the rest
 GEMM = "gemm/moe"
 # The engine's structure behind the overlap bound: tools/engines/reference/collective.py parallel_impl
@@ -72,21 +74,6 @@ def _setting(by_step: dict[str, Finding]) -> tuple[Finding, list[str], str | Non
     return profile, data.trace_files(), data.eager_trace(), data.setting.label
 
 
-def _widest_activation(shapes: dict | None) -> int | None:
-    """Elements a token of the widest activation a decode step hands between kernels, from the model's shapes."""
-    if not shapes:
-        return None
-    widths = [shapes.get("hidden"), shapes.get("q_lora_rank"), shapes.get("o_lora_rank")]
-    if shapes.get("kernel_heads") and shapes.get("head_dim"):
-        widths.append(shapes["kernel_heads"] * shapes["head_dim"])
-    if shapes.get("experts_per_token") and shapes.get("moe_intermediate_per_rank"):
-        widths.append(shapes["experts_per_token"] * 2 * shapes["moe_intermediate_per_rank"])
-    if shapes.get("index_heads") and shapes.get("index_head_dim"):
-        widths.append(shapes["index_heads"] * shapes["index_head_dim"])
-    widths = [int(w) for w in widths if isinstance(w, int | float) and w > 0]
-    return max(widths) if widths else None
-
-
 def _step(kind: str, what: str, bound_us: float | None, window_us: float, basis: str, detail: str,
           evidence: list[tuple[Finding | None, list[int]]]) -> dict[str, Any]:
     share = bound_us / window_us if bound_us is not None and window_us > 0 else None
@@ -95,18 +82,26 @@ def _step(kind: str, what: str, bound_us: float | None, window_us: float, basis:
             "evidence": [{"finding": _name(f), "seqs": seqs} for f, seqs in evidence if f is not None]}
 
 
-def fusion_steps(found, window_us: float, intermediate: tuple[float, str] | None, fast_paths: dict[str, str],
+def _fusion_row(c, intermediate, fast_paths: dict[str, str], known: dict[str, list[dict]]) -> dict:
+    found = intermediate(c.operation) if intermediate else None
+    modelled = c.boundaries_per_step * found[0] if found else None
+    return {**c.to_dict(), "modelled_us": modelled, "bound_us": c.gap_us_per_step + (modelled or 0.0),
+            "intermediate": found[1] if found else None,
+            "fast_paths": sorted({fast_paths[k] for k in c.kernels if k in fast_paths}),
+            "engine_fused": [k["short"] for k in known.get(c.operation, [])],
+            "engine_fused_text": [k["text"] for k in known.get(c.operation, [])]}
+
+
+def fusion_steps(found, window_us: float, intermediate, fast_paths: dict[str, str], known: dict[str, list[dict]],
                  evidence) -> tuple[list[dict], list[dict]]:
     """Per operation, its candidate with the largest bound (candidates of one operation share kernels, so
-    they are not added); returns (the steps, the table's rows: every candidate with its bound)."""
+    they are not added); returns (the steps, the table's rows: every candidate with its bound).
+    ``intermediate(operation)``: (us, how) of one of its intermediates, or None (not modelled)."""
     rows, best = [], {}
     for c in found.candidates:
-        modelled = c.boundaries_per_step * intermediate[0] if intermediate else None
-        bound = c.gap_us_per_step + (modelled or 0.0)
-        known = sorted({fast_paths[k] for k in c.kernels if k in fast_paths})
-        row = {**c.to_dict(), "modelled_us": modelled, "bound_us": bound, "fast_paths": known}
+        row = _fusion_row(c, intermediate, fast_paths, known)
         rows.append(row)
-        if c.timed_occurrences and (c.operation not in best or bound > best[c.operation]["bound_us"]):
+        if c.timed_occurrences and (c.operation not in best or row["bound_us"] > best[c.operation]["bound_us"]):
             best[c.operation] = row
     rows.sort(key=lambda r: (-r["bound_us"], r["operation"], r["kernels"]))
     steps = []
@@ -115,11 +110,13 @@ def fusion_steps(found, window_us: float, intermediate: tuple[float, str] | None
                   f"{row['time_us_per_step']:.4g} us of kernel time): device idle between them {row['gap_us_per_step']:.3g} us "
                   f"a step (measured, {found.timing})")
         if row["modelled_us"] is not None:
-            detail += f" + {row['boundaries_per_step']:.3g} intermediates {intermediate[1]}: {row['modelled_us']:.3g} us (modelled)"
+            detail += f" + {row['boundaries_per_step']:.3g} intermediates, each {row['intermediate']}: {row['modelled_us']:.3g} us (modelled)"
         else:
             detail += "; the intermediates' traffic is not modelled (no model shapes)"
         if row["fast_paths"]:
             detail += f"; the gates scan names a fused path for its kernels: {', '.join(row['fast_paths'])}"
+        if row["engine_fused_text"]:
+            detail += "; the engine already has it fused: " + " | ".join(row["engine_fused_text"])
         steps.append(_step("fusion", f"fuse {row['operation']}'s kernel sequence", row["bound_us"], window_us,
                            "measured + modelled" if row["modelled_us"] is not None else "measured", detail, evidence))
     return steps, rows
@@ -191,17 +188,19 @@ def next_steps(findings: list[Finding], path_of: Callable[[str], Path]) -> dict[
     trace_evidence = [(finding, _seqs(finding, *seq_keys))]
     steps, part = [], {"setting": label, "finding": _name(finding), "window_us": window_us, "files": files, "eager": eager}
     intermediate = _intermediate(profile, survey)
-    fast_paths = {k.kernel: f"{k.fast_path} ({getattr(k, 'at', '?')})"
-                  for k in (typed(by_step["gates"]).fallback_kernels if "gates" in by_step else [])}
+    gates = typed(by_step["gates"]) if "gates" in by_step else None
+    fast_paths = {k.kernel: f"{k.fast_path} ({getattr(k, 'at', '?')})" for k in (gates.fallback_kernels if gates else [])}
+    known, known_source = known_fused(typed(survey).software.sglang if survey is not None else None,
+                                      gates.failing if gates is not None else None)
     try:
         found = fusion_candidates([path_of(eager), path_of(files[0])] if eager else [path_of(files[0])])
-        fusion, rows = fusion_steps(found, window_us, intermediate, fast_paths,
+        fusion, rows = fusion_steps(found, window_us, intermediate, fast_paths, known,
                                     trace_evidence + [(survey, _seqs(survey, "copy_gb_s"))])
         steps += fusion[:FUSION_RANKED]
         part["more_fusion"] = max(len(fusion) - FUSION_RANKED, 0)
         part["fusion"] = {"status": "mined", "timing": found.timing, "matched": found.matched, "steps": found.steps,
                           "attributed": found.attributed, "candidates": rows[:12], "count": len(rows),
-                          "intermediate": intermediate[1] if intermediate else None}
+                          "modelled": intermediate is not None, "known_source": known_source}
     except ValueError as exc:
         part["fusion"] = {"status": f"not mined: {exc}"}
     over, part["overlap"] = overlap_step(by_step, files, window_us, path_of, [(profile, _seqs(profile, *seq_keys))])
@@ -217,17 +216,14 @@ def next_steps(findings: list[Finding], path_of: Callable[[str], Path]) -> dict[
     return part
 
 
-def _intermediate(profile: Finding | None, survey: Finding | None) -> tuple[float, str] | None:
-    """Microseconds to write and read once the step's widest activation, and how it was modelled."""
+
+def _intermediate(profile: Finding | None, survey: Finding | None):
+    """operation -> (us to write and read once one of its intermediates, how), from the profiled setting's
+    shapes and batch and the survey's copy rate; None when any is missing."""
     if profile is None or survey is None or "copy_gb_s" not in survey.numbers:
         return None
     data = typed(profile)
-    width, batch = _widest_activation(data.shapes), data.batch
     rate = float(survey.number("copy_gb_s"))
-    if not width or not batch or rate <= 0:
+    if not data.shapes or not data.batch or rate <= 0:
         return None
-    nbytes = batch * width * FLOAT32
-    # the measured copy rate counts bytes read + written: one intermediate written and read once is 2x its bytes
-    us = 2 * nbytes / (rate * 1e9) * 1e6
-    return us, (f"each taken as the step's widest activation, {batch} x {width} float32 = {nbytes / 1e6:.3g} MB, "
-                f"written and read once at the measured copy rate {rate:.4g} GB/s: {us:.3g} us each")
+    return lambda operation: intermediate_of(operation, data.shapes, data.batch, rate)
