@@ -188,7 +188,8 @@ def _target_and_profile():
     target = load_target("dsv4-flash")[0]
     setting = {"label": "baseline + cuda-graph", "env": dict(target.engine.env), "options": {"cuda_graph": True, "steps_per_graph": 4}}
     profile = Finding(index=3, step="profile", headline="", verdict="", numbers={"steps": Number(value=3, unit="steps")},
-                      artifacts={"trace": str(STACK_TRACE)}, data={"setting": setting, "batch": 16})
+                      artifacts={"trace": str(STACK_TRACE)},
+                      data={"setting": setting, "batch": 16, "summary": None, "dominant": None, "complete": True})
     return target, profile
 
 
