@@ -15,7 +15,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import readme_results  # noqa: E402
 
 README = (ROOT / "README.md").read_text()
-EXAMPLE = Path("runs/examples/dsv4-flash-h200-20261202b")
+EXAMPLE = Path("runs/examples/dsv4-flash-h100-20261207")
 
 
 def test_the_results_table_is_the_generators_output():
