@@ -49,7 +49,8 @@ def recommendation(s: dict[str, Finding], decision: dict[str, Any] | None) -> st
                 f"(projected), from the measured {_num(splitk, 'measured_x', '.4g')}"
                 f"{_interval(splitk, 'measured_low_x', 'measured_high_x', 'measured_x')} over the profiled setting's "
                 f"{_num(splitk, 'rounds_reference_tok_s', '.4g')} in the same alternating rounds (the sweep's baseline "
-                f"median: {_num(levers, 'baseline_tok_s', '.4g')}); {where} {goal_text(levers)}.{_before_running(splitk)}")
+                f"median: {_num(levers, 'baseline_tok_s', '.4g')}){_output_changes(splitk)}; {where} {goal_text(levers)}."
+                f"{_before_running(splitk)}")
     if decision and options is not None and f"{chosen}_upper_x" in options.numbers:
         return (f"`{chosen}` ({decision['source']}), not measured in this run: the options bound it at "
                 f"{_num(options, f'{chosen}_upper_x', '.4g')} over the profiled setting, against {goal_text(levers)}.")
@@ -57,6 +58,16 @@ def recommendation(s: dict[str, Finding], decision: dict[str, Any] | None) -> st
         return (f"none decided in this run; even the dominant operation instant reaches {_num(ceiling, 'ceiling_tok_s', '.4g')} "
                 f"(projected), against {goal_text(levers)}.")
     return f"none: {md_text(levers.headline)}; against {goal_text(levers)}."
+
+
+def _output_changes(splitk: Finding) -> str:
+    """Where the rewrite's decode output differs from the profiled setting's beyond the tolerance: said beside
+    the decision, as it is for the best lever (a faster setting that changes answers is not a free win)."""
+    out = splitk.data.get("output") or {}
+    if not out.get("rows_beyond"):
+        return ""
+    return (f"; its engine output changes {out['rows_beyond']} of {out['rows']} rows beyond {100 * out['rtol']:.0f}%, "
+            f"up to {100 * out['worst_row']:.3g}% (the median row agrees)")
 
 
 def _before_running(splitk: Finding) -> str:

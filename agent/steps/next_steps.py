@@ -117,8 +117,11 @@ def fusion_steps(found, window_us: float, intermediate, fast_paths: dict[str, st
             detail += f"; the gates scan names a fused path for its kernels: {', '.join(row['fast_paths'])}"
         if row["engine_fused_text"]:
             detail += "; the engine already has it fused: " + " | ".join(row["engine_fused_text"])
-        steps.append(_step("fusion", f"fuse {row['operation']}'s kernel sequence", row["bound_us"], window_us,
-                           "measured + modelled" if row["modelled_us"] is not None else "measured", detail, evidence))
+        step = _step("fusion", f"fuse {row['operation']}'s kernel sequence", row["bound_us"], window_us,
+                     "measured + modelled" if row["modelled_us"] is not None else "measured", detail, evidence)
+        # a fusion the deployment's engine already runs is the stand-in's overhead, not a step for the deployment
+        step["engine_fused"] = bool(row["engine_fused"])
+        steps.append(step)
     return steps, rows
 
 
@@ -153,9 +156,32 @@ def fp8_step(levers: Finding | None, summary, window_us: float, evidence) -> dic
         return None
     gemm_us = summary.categories.get(GEMM, 0.0) / summary.steps
     detail = (f"the {GEMM} kernels: {gemm_us:.4g} us a step (measured); the engine's note: {note}; FP8 weights halve "
-              "their bytes: at most half their time if memory-bound (modelled; FP4 routed experts would read a quarter)")
-    return _step("fp8", "run the weight GEMMs in FP8 as the checkpoint holds them", gemm_us / 2, window_us, "modelled",
-                 detail, evidence)
+              "their bytes and FP4 quarters them: at most three quarters of their time if memory-bound and every weight "
+              "were FP4 (modelled; the checkpoint's mix of FP8 and FP4 is not in the run); the stand-in's bf16 is its "
+              "own: whether the deployment's engine runs these GEMMs at the checkpoint's precision on the declared GPU "
+              "is not measured here")
+    return _step("fp8", "run the weight GEMMs at the checkpoint's precision (FP8/FP4)", 0.75 * gemm_us, window_us,
+                 "modelled", detail, evidence)
+
+
+# the split-K rewrite's own kernels, by the names its Triton and Gluon kernels keep in traces
+REWRITE_KERNELS = ("_split_kernel", "_split_dhalf_kernel", "_combine_kernel")
+
+
+def rewrite_step(by_step: dict[str, Finding], finding: Finding, summary, window_us: float, evidence) -> dict | None:
+    """The rewrite's own kernels, where the traced setting is the one with split-K: at most their time a step
+    (measured), a kernel the run built and can tune further (its grid and occupancy in round 2's finding)."""
+    if finding.step != "round2" or summary is None or not summary.steps:
+        return None
+    ours = [k for k in summary.kernels if k.name.startswith(REWRITE_KERNELS)]
+    if not ours:
+        return None
+    us = sum(k.total_us for k in ours) / summary.steps
+    launches = sum(k.calls for k in ours) / summary.steps
+    detail = (f"{', '.join(sorted({k.name for k in ours}))}: {us:.4g} us a step in {launches:.3g} launches (measured, "
+              "the rewrite's profile); an instant rewrite is the bound: its grid, split count and padding heads at the "
+              "deployment's shapes are in round 2's finding")
+    return _step("rewrite", "tune the rewrite's own kernels", us, window_us, "measured", detail, evidence)
 
 
 def lever_steps(levers: Finding | None, window_us: float) -> list[dict]:
@@ -196,8 +222,11 @@ def next_steps(findings: list[Finding], path_of: Callable[[str], Path]) -> dict[
         found = fusion_candidates([path_of(eager), path_of(files[0])] if eager else [path_of(files[0])])
         fusion, rows = fusion_steps(found, window_us, intermediate, fast_paths, known,
                                     trace_evidence + [(survey, _seqs(survey, "copy_gb_s"))])
-        steps += fusion[:FUSION_RANKED]
-        part["more_fusion"] = max(len(fusion) - FUSION_RANKED, 0)
+        open_steps = [f for f in fusion if not f["engine_fused"]]
+        steps += open_steps[:FUSION_RANKED]
+        part["more_fusion"] = max(len(open_steps) - FUSION_RANKED, 0)
+        part["already_fused"] = [f["what"].removeprefix("fuse ").removesuffix("'s kernel sequence")
+                                 for f in fusion if f["engine_fused"]]
         part["fusion"] = {"status": "mined", "timing": found.timing, "matched": found.matched, "steps": found.steps,
                           "attributed": found.attributed, "candidates": rows[:12], "count": len(rows),
                           "modelled": intermediate is not None, "known_source": known_source}
@@ -205,6 +234,7 @@ def next_steps(findings: list[Finding], path_of: Callable[[str], Path]) -> dict[
         part["fusion"] = {"status": f"not mined: {exc}"}
     over, part["overlap"] = overlap_step(by_step, files, window_us, path_of, [(profile, _seqs(profile, *seq_keys))])
     steps += [s for s in (over, fp8_step(levers, summary.merged, window_us, trace_evidence + [(levers, _seqs(levers, "baseline_tok_s"))])) if s]
+    steps += [s for s in (rewrite_step(by_step, finding, summary.merged, window_us, trace_evidence),) if s]
     steps += lever_steps(levers, window_us)
     detectable = levers.numbers.get("smallest_detectable_effect") if levers is not None else None
     for step in steps:

@@ -294,8 +294,9 @@ def evidence_beyond(merged, top, levers: Finding | None) -> dict[str, Any]:
     shares = [(category, us / total) for category, us in (merged.categories or {}).items() if total and us > 0]
     movers = [{"lever": r.name, "ratio": r.ratio, "interval": r.interval}
               for r in (data_of(levers).levers if levers else []) if r.status == "moves up"]
-    parts = [f"{category} {100 * share:.0f}%" + (f" (the dominant kernel {100 * top.share:.0f}% of it)"
-                                                   if category == top.category else "")
+    # the dominant kernel's part of its own category, not of all kernel time (top.share)
+    parts = [f"{category} {100 * share:.0f}%" + (f" (the dominant kernel {100 * top.share / share:.0f}% of it)"
+                                                   if category == top.category and share else "")
              for category, share in shares]
     text = f"; its kernel time by category: {', '.join(parts)}" if parts else ""
     if movers:
