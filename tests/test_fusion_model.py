@@ -83,7 +83,11 @@ def test_each_operation_takes_its_own_intermediate_from_the_recorded_shapes():
     assert widths["quantize_tokens"] == f"{batch} x {h['head_dim']}"
     assert widths["select_experts"] == f"{batch} x {h['experts_run']}"
     assert widths["grouped_experts"] == f"{batch} x {h['experts_per_token'] * h['hidden']}"
-    assert widths["indexer_topk"] == f"{batch} x {h['kernel_heads'] * h['head_dim']} float32"  # no shape of its own: the widest
+    # the indexer's scores, [index_heads, compressed tokens] (the audit of 2026-12-07 found them left out)
+    smallest = min(r for r in h["layer_compress_ratios"] if r > 1)
+    assert widths["indexer_topk"] == f"{batch} x {h['index_heads'] * (h['context_len'] // smallest)}"
+    us, how = intermediate_of("_byte_offsets", shapes, batch, rate)  # no shape of its own: said to be an assumption
+    assert how.startswith(f"{batch} x {h['kernel_heads'] * h['head_dim']} float32") and "an assumption" in how
     assert intermediate_of("rms_norm", None, batch, rate) is None
 
 

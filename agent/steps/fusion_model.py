@@ -3,7 +3,8 @@
 - Intermediates (modelled): the trace holds no tensor sizes, so each operation's intermediate takes the
   shape the reference engine's function hands between its kernels (tools/engines/reference/model.py,
   tools/kernels/dsv4_cache.py), from the model's shapes the run recorded; where a function is called on
-  several shapes, the widest (a bound). An operation not in the table takes the step's widest activation.
+  several shapes, the widest (a bound). An operation not in the table takes the widest of the hidden,
+  projection, head and expert widths (an assumption, said in its row).
 - Known fused ops (source-backed): for the operations tools/engines/reference/mirrors.py maps to an SGLang
   symbol, the scan of that symbol in SGLang's source (tools/gates/fused.py, its result on the version the
   table was written for, tools/engines/reference/mirrors_sglang.json): where it is defined, where the
@@ -31,6 +32,14 @@ def _dim(shapes: dict, *keys: str) -> int | None:
     return out
 
 
+def _indexer_scores(shapes: dict) -> int | None:
+    """The lightning indexer's scores a token, [index_heads, compressed tokens] (model.py's indexer einsum): the
+    compressed tokens are the context over the smallest compress ratio the run's layers have."""
+    ratios = [r for r in shapes.get("layer_compress_ratios") or [] if isinstance(r, int) and r > 1]
+    heads, context = _dim(shapes, "index_heads"), _dim(shapes, "context_len")
+    return heads * (context // min(ratios)) if ratios and heads and context else None
+
+
 # operation -> (dtype bytes, [(label, elements a token from the shapes)]): its widest call's intermediate
 _SHAPES: dict[str, tuple[int, str, list[tuple[str, Callable[[dict], int | None]]]]] = {
     "rms_norm": (FLOAT32, "float32 (x.float() and its squares, mean, rsqrt products)", [
@@ -43,6 +52,8 @@ _SHAPES: dict[str, tuple[int, str, list[tuple[str, Callable[[dict], int | None]]
         (f"{ROPE_DIM} rope dims (kv)", lambda s: ROPE_DIM)]),
     "quantize_tokens": (FLOAT32, "float32 (kv.float() and its scaled tiles)", [("head_dim (one kv token)", lambda s: _dim(s, "head_dim"))]),
     "write_tokens": (FLOAT32, "float32 (the quantized token's parts, as quantize_tokens)", [("head_dim (one kv token)", lambda s: _dim(s, "head_dim"))]),
+    "indexer_topk": (FLOAT32, "float32 (the indexer's scores, relu'd, then weighted)", [
+        ("index_heads x compressed tokens (the indexer's scores)", _indexer_scores)]),
     "select_experts": (FLOAT32, "float32 (router scores)", [("experts_run (router scores)", lambda s: _dim(s, "experts_run"))]),
     "grouped_experts": (BF16, "bf16 (rows sorted by expert, gate/up, activation)", [
         ("experts_per_token x hidden (the sorted rows)", lambda s: _dim(s, "experts_per_token", "hidden")),
@@ -79,7 +90,8 @@ def intermediate_of(operation: str, shapes: dict | None, batch: int | None, rate
         width, size = widest_activation(shapes), FLOAT32
         if not width:
             return None
-        how = f"{batch} x {width} float32 (no shape for this operation: the step's widest activation)"
+        how = (f"{batch} x {width} float32 (no shape for this operation: the widest of the hidden, projection, "
+               "head and expert widths, an assumption, not its own)")
     nbytes = batch * width * size
     # the measured copy rate counts bytes read + written: one intermediate written and read once is 2x its bytes
     us = 2 * nbytes / (rate_gb_s * 1e9) * 1e6
