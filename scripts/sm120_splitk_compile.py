@@ -71,7 +71,7 @@ def split_args(cfg: tiles.KernelConfig, has_len: bool) -> list[dict]:
              _i("total_splits"), _i("stride_qb", 64 * 512), _i("stride_qh", 512), _i("stride_ib")]
     args += [_c("HAS_TOPK_LEN", has_len), _c("BLOCK_H", cfg.block_h), _c("BLOCK_T", cfg.block_t)]
     if cfg.sm120:
-        args += [_c("INTERPRETER", False), _c("PREFETCH", cfg.prefetch), _c("PIPELINE", cfg.pipeline),
+        args += [_c("INTERPRETER", False), _c("PREFETCH", cfg.prefetch),
                  _c("FLAT_S", cfg.flat_s), _c("HALVES", cfg.pv_halves), _c("DV_SPLIT", cfg.d_halves)]
     elif cfg.d_halves:
         args += [_c("INTERPRETER", False)]

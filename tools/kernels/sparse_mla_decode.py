@@ -467,7 +467,7 @@ def _launch_splits(q3, k_cache, indices, topk_length, o_part, lse_part, softmax_
     if cfg.sm120:
         _split_kernel_sm120[(triton.cdiv(heads, cfg.block_h) * (2 if cfg.d_halves else 1), splits, batch)](
             *buffers, *scalars, HAS_TOPK_LEN=has_len, BLOCK_H=cfg.block_h, BLOCK_T=cfg.block_t,
-            INTERPRETER=_interpreting(), PREFETCH=cfg.prefetch, PIPELINE=cfg.pipeline, FLAT_S=cfg.flat_s,
+            INTERPRETER=_interpreting(), PREFETCH=cfg.prefetch, FLAT_S=cfg.flat_s,
             HALVES=cfg.pv_halves, DV_SPLIT=cfg.d_halves, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
         )  # fmt: skip
         return

@@ -28,6 +28,16 @@ import triton.language as tl
 
 
 @triton.jit
+def _dot(a, b, acc, INTERPRETER: tl.constexpr):
+    """a @ b + acc on the tensor cores; with float32 operands under the CPU interpreter, which has no bf16 dot."""
+    if INTERPRETER:
+        out = tl.dot(a.to(tl.float32), b.to(tl.float32), acc)
+    else:
+        out = tl.dot(a, b, acc)
+    return out
+
+
+@triton.jit
 def _sm120_rows(idx, page_size, page_bytes, scale_section_off):
     """Byte offsets of the tokens ``idx`` (-1: none) in the paged cache: data (fp8 nope, 576 bytes a token
     from the page start), its 8 scale bytes, and the bf16 rope (element offset in the bf16 view)."""
@@ -138,9 +148,7 @@ def _split_kernel_sm120(
     BLOCK_T: tl.constexpr,
     INTERPRETER: tl.constexpr,
     PREFETCH: tl.constexpr = False,
-    PIPELINE: tl.constexpr = False,
     FLAT_S: tl.constexpr = False,
-    SCALE_S: tl.constexpr = False,
     HALVES: tl.constexpr = False,
     DV_SPLIT: tl.constexpr = False,
 ):
@@ -188,21 +196,8 @@ def _split_kernel_sm120(
     else:
         acc = tl.zeros([BLOCK_H, 512], dtype=tl.float32)
     idx_next = tl.load(idx_ptr + start + t_offs, mask=start + t_offs < end, other=-1)
-    if PIPELINE:
-        # the first tile's rows and raw bytes; the loop then issues each next tile's before this one's math
-        valid, data_base, scale_base, rope_base = _sm120_rows(idx_next, page_size, page_bytes, scale_section_off)
-        nope, sc, rope = _sm120_tile_bytes(cache_fp8_ptr, cache_u8_ptr, cache_bf16_ptr, valid, data_base, scale_base,
-                                           rope_base)  # fmt: skip
     for t0 in range(start, end, BLOCK_T):
-        if PIPELINE:
-            # one tile ahead, in registers: its gather (the only HBM round trip) is in flight behind this tile's
-            # two dots, and this tile's group loads for S hit the L1 lines its own prefetch brought in
-            t_next = t0 + BLOCK_T + t_offs
-            idx_n = tl.load(idx_ptr + t_next, mask=t_next < end, other=-1)
-            nx_valid, nx_data, nx_scale, nx_rope = _sm120_rows(idx_n, page_size, page_bytes, scale_section_off)
-            nx_nope, nx_sc, nx_rope_v = _sm120_tile_bytes(cache_fp8_ptr, cache_u8_ptr, cache_bf16_ptr, nx_valid, nx_data,
-                                                       nx_scale, nx_rope)  # fmt: skip
-        elif PREFETCH:
+        if PREFETCH:
             # the tile's indices were loaded an iteration ahead, and its P V bytes are issued before S is formed:
             # the two loads a tile waits on are in flight behind other work (one program an SM hides no latency)
             idx = idx_next
@@ -211,8 +206,7 @@ def _split_kernel_sm120(
         else:
             t = t0 + t_offs
             idx = tl.load(idx_ptr + t, mask=t < end, other=-1)
-        if not PIPELINE:
-            valid, data_base, scale_base, rope_base = _sm120_rows(idx, page_size, page_bytes, scale_section_off)
+        valid, data_base, scale_base, rope_base = _sm120_rows(idx, page_size, page_bytes, scale_section_off)
         if PREFETCH:
             nope, sc, rope = _sm120_tile_bytes(cache_fp8_ptr, cache_u8_ptr, cache_bf16_ptr, valid, data_base, scale_base,
                                                rope_base)  # fmt: skip
@@ -223,37 +217,22 @@ def _split_kernel_sm120(
             for g in range(0, 7):
                 q = tl.load(q_group + g * 64, mask=h_mask[:, None], other=0.0)
                 kraw = tl.load(cache_fp8_ptr + data_base[:, None] + g * 64 + d64[None, :], mask=valid[:, None], other=0.0)
-                if SCALE_S:
-                    sc_g = tl.load(cache_u8_ptr + scale_base + g, mask=valid, other=127)
-                    if INTERPRETER:
-                        s_g = tl.dot(q.to(tl.float32), tl.trans(kraw.to(tl.float32)))
-                    else:
-                        s_g = tl.dot(q, tl.trans(kraw.to(tl.bfloat16)))
-                    s += s_g * tl.math.exp2(sc_g.to(tl.float32) - 127.0)[None, :]
+                sc_g = tl.load(cache_u8_ptr + scale_base + g, mask=valid, other=127)
+                scale = tl.math.exp2(sc_g.to(tl.float32) - 127.0)
+                if INTERPRETER:
+                    k = (kraw.to(tl.float32) * scale[:, None]).to(tl.bfloat16)
                 else:
-                    sc_g = tl.load(cache_u8_ptr + scale_base + g, mask=valid, other=127)
-                    scale = tl.math.exp2(sc_g.to(tl.float32) - 127.0)
-                    if INTERPRETER:
-                        k = (kraw.to(tl.float32) * scale[:, None]).to(tl.bfloat16)
-                        s = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)), s)
-                    else:
-                        k = kraw.to(tl.bfloat16) * scale.to(tl.bfloat16)[:, None]
-                        s = tl.dot(q, tl.trans(k), s)
+                    k = kraw.to(tl.bfloat16) * scale.to(tl.bfloat16)[:, None]
+                s = _dot(q, tl.trans(k), s, INTERPRETER)
             q = tl.load(q_group + 448, mask=h_mask[:, None], other=0.0)
             kr = tl.load(cache_bf16_ptr + rope_base[:, None] + d64[None, :], mask=valid[:, None], other=0.0)
-            if INTERPRETER:
-                s = tl.dot(q.to(tl.float32), tl.trans(kr.to(tl.float32)), s)
-            else:
-                s = tl.dot(q, tl.trans(kr), s)
+            s = _dot(q, tl.trans(kr), s, INTERPRETER)
         else:
             for g in range(0, 8):  # a loop, not unrolled: one group's Q and K slices live at a time
                 q = tl.load(q_group + g * 64, mask=h_mask[:, None], other=0.0)
                 k = _sm120_group(cache_fp8_ptr, cache_u8_ptr, cache_bf16_ptr, valid, data_base, scale_base, rope_base,
                                  g, INTERPRETER)  # fmt: skip
-                if INTERPRETER:
-                    s = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)), s)
-                else:
-                    s = tl.dot(q, tl.trans(k), s)
+                s = _dot(q, tl.trans(k), s, INTERPRETER)
         s = tl.where(valid[None, :], s * qk_scale_log2, -1.0e30)
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
         alpha = tl.math.exp2(m_i - m_new)
@@ -267,36 +246,21 @@ def _split_kernel_sm120(
             else:
                 kv = _sm120_half(cache_fp8_ptr, cache_u8_ptr, cache_bf16_ptr, valid, data_base, scale_base, rope_base, 1,
                                  BLOCK_T, INTERPRETER)  # fmt: skip
-            if INTERPRETER:
-                acc = tl.dot(p16.to(tl.float32), kv.to(tl.float32), acc * alpha[:, None])
-            else:
-                acc = tl.dot(p16, kv, acc * alpha[:, None])
+            acc = _dot(p16, kv, acc * alpha[:, None], INTERPRETER)
         elif HALVES:
             kv_lo = _sm120_half(cache_fp8_ptr, cache_u8_ptr, cache_bf16_ptr, valid, data_base, scale_base, rope_base, 0,
                                 BLOCK_T, INTERPRETER)  # fmt: skip
-            if INTERPRETER:
-                acc = tl.dot(p16.to(tl.float32), kv_lo.to(tl.float32), acc * alpha[:, None])
-            else:
-                acc = tl.dot(p16, kv_lo, acc * alpha[:, None])
+            acc = _dot(p16, kv_lo, acc * alpha[:, None], INTERPRETER)
             kv_hi = _sm120_half(cache_fp8_ptr, cache_u8_ptr, cache_bf16_ptr, valid, data_base, scale_base, rope_base, 1,
                                 BLOCK_T, INTERPRETER)  # fmt: skip
-            if INTERPRETER:
-                acc_hi = tl.dot(p16.to(tl.float32), kv_hi.to(tl.float32), acc_hi * alpha[:, None])
-            else:
-                acc_hi = tl.dot(p16, kv_hi, acc_hi * alpha[:, None])
+            acc_hi = _dot(p16, kv_hi, acc_hi * alpha[:, None], INTERPRETER)
         else:
-            if not PREFETCH and not PIPELINE:
+            if not PREFETCH:
                 nope, sc, rope = _sm120_tile_bytes(cache_fp8_ptr, cache_u8_ptr, cache_bf16_ptr, valid, data_base,
                                                    scale_base, rope_base)  # fmt: skip
             kv = _sm120_tile(nope, sc, rope, BLOCK_T, INTERPRETER)
-            if INTERPRETER:
-                acc = tl.dot(p16.to(tl.float32), kv.to(tl.float32), acc * alpha[:, None])
-            else:
-                acc = tl.dot(p16, kv, acc * alpha[:, None])
+            acc = _dot(p16, kv, acc * alpha[:, None], INTERPRETER)
         m_i = m_new
-        if PIPELINE:
-            valid, data_base, scale_base, rope_base = nx_valid, nx_data, nx_scale, nx_rope
-            nope, sc, rope = nx_nope, nx_sc, nx_rope_v
 
     has_any = l_i > 0.0
     inv = 1.0 / tl.where(has_any, l_i, 1.0)

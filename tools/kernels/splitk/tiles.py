@@ -52,7 +52,6 @@ class KernelConfig:
     min_tiles_per_split: int = 1
     sm120: bool = False  # _split_kernel_sm120 (Triton language, mma.sync; the sm_120 family)
     prefetch: bool = False  # _split_kernel_sm120: next tile's indices and this tile's P V bytes loaded ahead
-    pipeline: bool = False  # _split_kernel_sm120: the next tile's raw bytes in flight behind this tile's dots
     flat_s: bool = False  # _split_kernel_sm120: S's 7 fp8 groups in a branchless loop (their gathers pipelined)
     pv_halves: bool = False  # _split_kernel_sm120: P V as two dots over the two halves of the 512 dims
 
