@@ -5,15 +5,10 @@ predictions, which does not depend on it."""
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from agent.evidence import data_of
 from reports.format import fmt
-from schema.finding import Finding
-
-
-def _value(f: Finding | None, key: str) -> Any:
-    return f.numbers[key].value if f is not None and key in f.numbers else None
+from schema.finding import Finding, value_of
 
 
 def causes_of(by: dict[str, Finding]) -> dict[str, str]:
@@ -30,7 +25,7 @@ def causes_of(by: dict[str, Finding]) -> dict[str, str]:
     elif ceiling is not None:
         general.append("the operation's bound leaves the rest of the step as profiled, but a backend that replaces the "
                        "call can also change what lies between kernels (launch gaps, synchronizations)")
-    profiled, timed = _value(ceiling, "profiled_step_ms"), _value(ceiling, "timed_step_ms")
+    profiled, timed = value_of(ceiling, "profiled_step_ms"), value_of(ceiling, "timed_step_ms")
     if profiled and timed and profiled > timed and "kernel_instant_x" not in (ceiling.numbers if ceiling else {}):
         general.append(f"T is the profiled window, {profiled:.3g} ms a step against {timed:.3g} ms timed without the "
                        f"profiler: {profiled - timed:.2g} ms a step are the profiler's own gaps")
@@ -43,7 +38,7 @@ def causes_of(by: dict[str, Finding]) -> dict[str, str]:
     outside = [k for k in vanished if k["name"] not in in_op]
     op_reasons = []
     if vanished and profile is not None:
-        steps = _value(profile, "steps") or 1
+        steps = value_of(profile, "steps") or 1
         total = math.fsum(k["total_us"] for k in vanished) / 1000 / steps
         reasons.append(f"{len(vanished)} other kernels of the profiled setting are gone with the rewrite "
                        f"({fmt(total, '.3g')} ms a step), outside the kernel a kernel-only bound made instant")

@@ -20,7 +20,7 @@ from agent.evidence import Option, data_of
 from agent.steps.diagnosis import call_text
 from reports.format import fmt
 from schema.consistency import KERNEL_MEASUREMENT, Bound, Check, Consistency, Measurement, Prediction, Setting
-from schema.finding import Finding
+from schema.finding import Finding, value_of
 
 # Backends whose kernels run under Triton's interpreter on a CPU box (the others run natively there).
 TRITON_BACKENDS = {"sglang-triton", "splitk"}
@@ -35,10 +35,6 @@ SampleLookup = Callable[[int], list[float] | None]
 
 def _by_step(findings: Iterable[Finding]) -> dict[str, Finding]:
     return {f.step: f for f in findings}
-
-
-def _value(f: Finding | None, key: str) -> Any:
-    return f.numbers[key].value if f is not None and key in f.numbers else None
 
 
 def _seqs(f: Finding, *keys: str) -> list[int]:
@@ -76,7 +72,7 @@ def bounds_of(findings: list[Finding]) -> list[Bound]:
 def _ceiling_bounds(profile: Finding, ceiling: Finding, options: Finding | None, options_only: bool = False,
                     note: str = "") -> list[Bound]:
     reference = profiled_setting(profile)
-    tok_s = _value(ceiling, "baseline_tok_s")
+    tok_s = value_of(ceiling, "baseline_tok_s")
     kernel = data_of(ceiling).kernel
     operation = (data_of(ceiling).operation or {}).get("name")
     stem = ceiling.stem
@@ -92,16 +88,16 @@ def _ceiling_bounds(profile: Finding, ceiling: Finding, options: Finding | None,
     seen = set()
     ranges = {scope: _model_range(ceiling, scope) for scope in ("kernel", "operation")}
     for key, scope, what, basis in ([] if options_only else candidates):
-        x = _value(ceiling, key)
+        x = value_of(ceiling, key)
         if x is None or what is None or (scope, round(x, 12)) in seen:
             continue
         seen.add((scope, round(x, 12)))
         bounds.append(Bound(name=f"{what} instant ({basis})", finding=stem, scope=scope, operation=what,
                             reference=reference, reference_tok_s=tok_s, x=x, basis=ceiling.numbers[key].label,
                             seqs=ceiling.numbers[key].seqs, spread=ceiling.numbers[key].spread,
-                            model_range=_scaled(ranges[scope], _value(ceiling, f"{scope}_instant_x"), x), model_note=note))
+                            model_range=_scaled(ranges[scope], value_of(ceiling, f"{scope}_instant_x"), x), model_note=note))
     if options is not None:
-        ref_tok_s = _value(profile, "setting_tok_s") or tok_s
+        ref_tok_s = value_of(profile, "setting_tok_s") or tok_s
         for option in data_of(options).options:
             if option.name == "accept-ceiling" or not option.offered or option.upper_x is None:
                 continue
@@ -113,7 +109,7 @@ def _ceiling_bounds(profile: Finding, ceiling: Finding, options: Finding | None,
                                 scope=scope, operation=kernel, reference=reference, reference_tok_s=ref_tok_s,
                                 x=option.upper_x, basis=option.bound_from, applies_to=applies,
                                 spread=ceiling.numbers["ceiling_tok_s"].spread if "ceiling_tok_s" in ceiling.numbers else None,
-                                model_range=_scaled(ranges[scope], _value(ceiling, f"{scope}_instant_x"), option.upper_x),
+                                model_range=_scaled(ranges[scope], value_of(ceiling, f"{scope}_instant_x"), option.upper_x),
                                 model_note=note))
     return bounds
 
@@ -121,7 +117,7 @@ def _ceiling_bounds(profile: Finding, ceiling: Finding, options: Finding | None,
 def _model_range(ceiling: Finding, scope: str) -> tuple[float, float | None] | None:
     """The ceiling's stated range for its bound; a low end alone is a range with no top (None): the profiler's
     stretch of the step exceeded the rest of it."""
-    low, high = _value(ceiling, f"{scope}_instant_low_x"), _value(ceiling, f"{scope}_instant_high_x")
+    low, high = value_of(ceiling, f"{scope}_instant_low_x"), value_of(ceiling, f"{scope}_instant_high_x")
     return (low, high) if low is not None else None
 
 
@@ -174,7 +170,7 @@ def measurements_of(by: dict[str, Finding], target: dict[str, Any], samples: Sam
         engine_env = dict((target.get("engine") or {}).get("env") or {})
         baseline = Setting(label="baseline", env=engine_env, options=dict(data_of(levers).baseline_options))
         declared = {lever["name"]: lever for lever in target.get("levers", [])}
-        base_tok_s = _value(levers, "baseline_tok_s")
+        base_tok_s = value_of(levers, "baseline_tok_s")
         for result in data_of(levers).levers:
             if result.tok_s is None or result.name not in declared:
                 continue
@@ -210,7 +206,7 @@ def measurements_of(by: dict[str, Finding], target: dict[str, Any], samples: Sam
             reference_interpreted=interpreted(profiled), tok_s=record["tok_s"], x=record["x"], interval=interval,
             noise=noise or "no interval recorded", seqs=[record["seq"]] if record.get("seq") else []))
     splitk = by.get("splitk")
-    if splitk is not None and _value(splitk, "splitk_tok_s") is not None:
+    if splitk is not None and value_of(splitk, "splitk_tok_s") is not None:
         setting = profiled.model_copy(update={"label": f"{profiled.label} + split-K",
                                               "env": {**profiled.env, attention_env: "splitk"}})
         interval = tuple(data_of(splitk).measured_interval) if data_of(splitk).measured_interval else None
@@ -221,7 +217,7 @@ def measurements_of(by: dict[str, Finding], target: dict[str, Any], samples: Sam
         found.append(Measurement(
             name="split-K rewrite", finding=splitk.stem, setting=setting, reference=profiled, backend="splitk",
             interpreted=interpreted(setting), reference_interpreted=interpreted(profiled),
-            tok_s=_value(splitk, "splitk_tok_s"), x=_value(splitk, "measured_x"), interval=interval,
+            tok_s=value_of(splitk, "splitk_tok_s"), x=value_of(splitk, "measured_x"), interval=interval,
             noise=noise or "no interval recorded", seqs=_seqs(splitk, "splitk_tok_s", "measured_x")))
     return found
 
@@ -260,7 +256,7 @@ def predictions_of(by: dict[str, Finding]) -> list[Prediction]:
                        ("predicted_x", "Amdahl over W with the kernel's measured speedup; interval: the profiled "
                                        "steps' window spread, not a confidence interval"),
                        ("predicted_timed_x", "Amdahl, the kernel's measured speedup, T timed")):
-        x = _value(splitk, key)
+        x = value_of(splitk, key)
         if x is None:
             continue
         interval = (data_of(splitk).prediction_intervals or {}).get(key)
@@ -366,8 +362,6 @@ def hold(bounds: list[Bound], measurements: list[Measurement], predictions: list
     return checks
 
 
-
-
 def estimated_call_row(option: Option, splitk: Finding) -> dict[str, Any] | None:
     """The split-K step's row for the engine call the options' kernel estimate was derived for (its batch, and
     its top-k width as the grid point read it: the call's compressed width where it has one, else its own),
@@ -452,7 +446,7 @@ def _untimed_call(by: dict[str, Finding], option: Option) -> list[Check]:
     calls = data_of(splitk).calls or []
     if not call or len(calls) <= 1:
         return _pooled_check(by, option)
-    measured = _value(splitk, "kernel_speedup")
+    measured = value_of(splitk, "kernel_speedup")
     if measured is None:
         return []
     return [Check(kind="bound", claim=f"option splitk: the kernel {option.estimate_kernel_x:.3g}x faster "
@@ -467,7 +461,7 @@ def _pooled_check(by: dict[str, Finding], option: Option) -> list[Check]:
     """For an estimate that names no call (runs recorded before estimates named theirs): the kernel speedup the
     two profiles measured, pooled over the calls, as before; the check's claim says it is pooled."""
     options, splitk, survey = by["options"], by["splitk"], by.get("survey")
-    measured = _value(splitk, "kernel_speedup")
+    measured = value_of(splitk, "kernel_speedup")
     if measured is None:
         return []
     claim_x = option.estimate_kernel_x
@@ -500,7 +494,7 @@ def _estimate_cause(by: dict[str, Finding], checks: list[Check], cause: str) -> 
     against the one the profiles measured, and whether Amdahl with the measured factor holds (then the
     miss is the kernel estimate's alone, not the rest of the step's)."""
     option = next((o for o in (data_of(by["options"]).options if by.get("options") else []) if o.name == "splitk"), None)
-    measured, estimated = _value(by.get("splitk"), "kernel_speedup"), option.estimate_kernel_x if option else None
+    measured, estimated = value_of(by.get("splitk"), "kernel_speedup"), option.estimate_kernel_x if option else None
     if measured is None or estimated is None:
         return cause
     own = next((c for c in checks if c.kind == "prediction" and c.claim_finding == by["splitk"].stem

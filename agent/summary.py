@@ -15,7 +15,7 @@ from agent.runlog import LOG_NAME, read_events
 from reports.format import digit_spec, fmt
 from reports.render import chosen_option, failure_groups, number_text
 from schema.consistency import Consistency
-from schema.finding import Finding
+from schema.finding import Finding, value_of
 
 NOT_REACHED = "not reached"
 TITLE = " Investigation Result "
@@ -32,11 +32,6 @@ def _latest(events: list[dict]) -> dict[str, Finding]:
     return {f.step: f for _, f in sorted(by_index.items())}
 
 
-def _value(finding: Finding | None, key: str) -> Any:
-    number = finding.numbers.get(key) if finding is not None else None
-    return number.value if number is not None else None
-
-
 def _text(finding: Finding | None, key: str, spec: str = ".3g") -> str | None:
     number = finding.numbers.get(key) if finding is not None else None
     return number_text(number, spec) if number is not None and number.value is not None else None
@@ -51,21 +46,21 @@ def result(run_root: Path) -> dict[str, Any]:
     levers, ceiling, splitk, round2, report = (steps.get(s) for s in ("levers", "ceiling", "splitk", "round2", "report"))
     decisions = [e for e in events if e["kind"] == "decision"]
     decision = decisions[-1] if decisions else None
-    interval = data_of(splitk).measured_interval if splitk is not None and _value(splitk, "measured_x") else None
+    interval = data_of(splitk).measured_interval if splitk is not None and value_of(splitk, "measured_x") else None
     later = round2 if round2 is not None and data_of(round2).complete else None
     held = data_of(report).consistency if report is not None and "consistency" in data_of(report).model_fields_set else None
     failures = len(failure_groups(Consistency.model_validate(held))) if held is not None else None
     values = {
         "findings": len({e["index"] for e in events if e["kind"] == "finding"}),
-        "goal_tok_s": _value(levers, "goal_tok_s"),
-        "baseline_tok_s": _value(levers, "baseline_tok_s"),
-        "ceiling_tok_s": _value(ceiling, "ceiling_tok_s"),
+        "goal_tok_s": value_of(levers, "goal_tok_s"),
+        "baseline_tok_s": value_of(levers, "baseline_tok_s"),
+        "ceiling_tok_s": value_of(ceiling, "ceiling_tok_s"),
         "chosen_option": chosen_option(decision),
-        "measured_x": _value(splitk, "measured_x"),
+        "measured_x": value_of(splitk, "measured_x"),
         "measured_interval": list(interval) if interval else None,
-        "measured_tok_s": _value(splitk, "splitk_tok_s"),
-        "goal_gap_x": _value(later, "goal_gap_x"),
-        "goal_distance_x": _value(later, "goal_distance_x"),
+        "measured_tok_s": value_of(splitk, "splitk_tok_s"),
+        "goal_gap_x": value_of(later, "goal_gap_x"),
+        "goal_distance_x": value_of(later, "goal_distance_x"),
         "goal": _reach(levers, ceiling, later),
         "model_failures": failures,
         "report": str(run_root / REPORT) if report is not None and (run_root / REPORT).is_file() else None,

@@ -64,3 +64,8 @@ class Finding(BaseModel):
 
     def number(self, key: str) -> Any:
         return self.numbers[key].value
+
+
+def value_of(finding: Finding | None, key: str) -> Any:
+    """The value of ``finding``'s number ``key``; None when there is no finding or no such number."""
+    return finding.numbers[key].value if finding is not None and key in finding.numbers else None

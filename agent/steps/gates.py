@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from statistics import median
 from typing import Any
 
 from agent import stats
@@ -13,7 +12,7 @@ from agent.evidence import evidence, typed
 from agent.session import Session
 from agent.state import InvestigationState, finding_for
 from agent.steps import Draft
-from agent.steps.measurements import output_check, ratio_text, sweep_runs
+from agent.steps.measurements import output_check, ratio_text, rounds_tok_s, sweep_runs
 from schema.finding import Number, Table
 
 SCANNED_KERNELS = 20  # the profile's largest kernels, tied to the gates on their paths
@@ -151,7 +150,7 @@ def measure_what_if(state: InvestigationState, session: Session, target: Target,
         ref_sketch = next((a["sketch"] for a in references if a["ok"] and a.get("sketch")), None)
         output = output_check(ref_sketch, [m.get("sketch") for m in measured if m["ok"]], noise.output_rtol)
         scales = [m["scale"] for a, m in zip(references, measured) if a["ok"] and m["ok"]]
-        tok_s, ref_tok_s = (median(scales) / median(ms) for ms in ([p[1] for p in pairs], [p[0] for p in pairs]))
+        tok_s, ref_tok_s = rounds_tok_s(scales, [p[1] for p in pairs]), rounds_tok_s(scales, [p[0] for p in pairs])
         rows.append({"backend": b, "sm": box_sm, "tok_s": tok_s, "reference_tok_s": ref_tok_s,
                      "x": interval.ratio, "interval": [interval.low, interval.high] if interval.low is not None else None,
                      "interval_basis": (f"{100 * noise.confidence:.0f}% t-interval over {len(pairs)} rounds alternating "

@@ -50,6 +50,12 @@ def ratio_text(ratio: float | None, low: float | None, high: float | None) -> st
     return f"{100 * (ratio - 1):+.1f}%{bounds}"
 
 
+def rounds_tok_s(scales: list[float], steps_ms: list[float]) -> float:
+    """A setting's tok/s in alternating rounds: its run of median step time, projected as the engine projects
+    every run (tok/s x step ms is one scale at this batch and depth), so a step time and its tok/s are one run's."""
+    return median(scales) / median(steps_ms)
+
+
 def sweep_runs(plan: list[dict[str, Any]], labels: list[str], result: dict[str, Any], batch: int) -> list[dict[str, Any]]:
     """The plan's runs with what the engine.sweep ``result`` measured for each (matched by position
     and checked by label): ok, step_ms, samples, tok_s, scale, interpreted, sketch, planted_delay,

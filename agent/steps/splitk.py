@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from statistics import mean, median, stdev
+from statistics import mean, stdev
 from typing import Any
 
 from agent import consistency, stats
@@ -17,7 +17,7 @@ from agent.state import InvestigationState, finding_for, findings_of
 from agent.steps import Draft, StepFailed
 from agent.steps.amdahl import amdahl, profile_times
 from agent.steps.attribution import SHOWN_KERNELS, attribute_dominant
-from agent.steps.measurements import interpretation_labels, output_check, sweep_runs, throughput
+from agent.steps.measurements import interpretation_labels, output_check, rounds_tok_s, sweep_runs, throughput
 from schema.finding import Finding, Number, Table
 from reports.format import digit_spec, kernel_label, kernel_names_of
 from tools import trace
@@ -251,8 +251,8 @@ def _alternate(session: Session, target: Target, device: str, batch: int, refere
     # Each setting's tok/s is what its own runs in these rounds measured: the run of median step time,
     # projected as the engine projects every run (tok/s x step ms is one scale at this batch and depth),
     # so round 2's T (the median split-K step) and its tok/s are one and the same run's figures.
-    runs["splitk_tok_s"] = median(scales) / median(runs["splitk"])
-    runs["reference_tok_s"] = median(scales) / median(runs["reference"])
+    runs["splitk_tok_s"] = rounds_tok_s(scales, runs["splitk"])
+    runs["reference_tok_s"] = rounds_tok_s(scales, runs["reference"])
     # The engine's answer with the rewrite against the profiled setting's, as every lever's is checked.
     ref_sketch = next((a["sketch"] for a in measured_runs[2::2] if a["ok"] and a.get("sketch")), None)
     output = output_check(ref_sketch, [b.get("sketch") for b in measured_runs[3::2] if b["ok"]], noise.output_rtol)
