@@ -352,3 +352,17 @@ def test_the_engine_kind_check_can_fail(tmp_path):
     found = _engine_kind_questions(planted)
     assert len(found) == 9, found
     assert not any("Setting" in hit or "live_server" in hit or "target.kind" in hit for hit in found)
+
+
+# The agent's process (python -m agent investigate, resume, replay, regenerate) reads records and starts the box's
+# tools, which import torch and sglang themselves: importing either here cost every agent process seconds of a
+# core (torch some 2.5 s, sglang's package some 12 s), paid by each of the suite's many runs.
+AGENT_MODULES = ["agent.cli", "agent.runner", "agent.graph", "agent.recommend", "perf_investigator"]
+
+
+def test_the_agent_imports_neither_torch_nor_sglang():
+    probe = (f"import importlib, sys\nfor name in {AGENT_MODULES!r}:\n    importlib.import_module(name)\n"
+             "print(sorted(m for m in ('torch', 'sglang', 'triton') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip() == "[]", f"the agent's modules import {out.stdout.strip()}"

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tools.engines.reference.mirrors import recorded_scan
-from tools.kernels.dsv4_cache import ROPE_DIM
+from tools.kernels.dsv4_layout import ROPE_DIM
 
 FLOAT32, BF16 = 4, 2
 

@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from . import installed, known_env
+from .lean import lean
 
 PREFIXES = ("SGLANG_",) + tuple(known_env.FAMILIES)
 _WARN_ONLY = "SGLang itself would only warn"
@@ -167,6 +168,7 @@ def disagg_problems(spec: dict, levers: list[dict], version: str | None, fields:
 
 def declared_envs() -> tuple[dict[str, Any], dict[str, str | None]]:
     """``({name: EnvField}, {deprecated name: replacement or None})`` from the installed sglang.srt.environ."""
+    lean()
     from sglang.srt import environ
 
     fields = {name: value for name, value in vars(environ.Envs).items() if isinstance(value, environ.EnvField)}

@@ -7,6 +7,8 @@ import importlib.metadata
 import importlib.util
 from pathlib import Path
 
+from .lean import lean
+
 
 class NotInstalled(RuntimeError):
     """sglang cannot be found (or its server arguments cannot be imported) in this Python."""
@@ -54,6 +56,7 @@ def server_parser() -> argparse.ArgumentParser:
     """SGLang's own server-argument parser: ``ServerArgs.add_cli_args`` on a parser made as its launcher makes it
     (sglang/srt/server_args.py ``prepare_server_args``: ``argparse.ArgumentParser(prog="sglang serve")``, so
     ``allow_abbrev`` is argparse's default, True, and a unique prefix of a flag is accepted as that flag)."""
+    lean()
     try:
         from sglang.srt.server_args import ServerArgs
     except ImportError as exc:

@@ -136,7 +136,12 @@ def _serve(args, argv: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     # SGLang's own parse (argparse + ServerArgs.add_cli_args + ServerArgs.from_cli_args): an unknown or
-    # ambiguous flag exits 2 here with argparse's message, as `python -m sglang.launch_server` does.
+    # ambiguous flag exits 2 here with argparse's message, as `python -m sglang.launch_server` does. The package is
+    # imported lean (tools/engines/sglang/lean.py: its __init__'s frontend API and transformers patches left out,
+    # some 8 s of a core every launch), the parser and every module the server imports SGLang's own.
+    from tools.engines.sglang.lean import lean
+
+    lean()
     from sglang.srt.server_args import prepare_server_args
 
     args = prepare_server_args(argv)
