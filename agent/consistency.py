@@ -212,7 +212,10 @@ def measurements_of(by: dict[str, Finding], target: dict[str, Any], samples: Sam
         interval = tuple(data_of(splitk).measured_interval) if data_of(splitk).measured_interval else None
         noise = data_of(splitk).measured_interval_basis
         if interval is None and samples is not None:
-            interval = _samples_interval(profiled_samples or [], _lookup(samples, splitk.numbers.get("splitk_tok_s")) or [])
+            # the step samples of the split-K step's engine run (its first line that has any: the tok/s cites the
+            # rounds' sweep, and an older journal's kernel checks came before the run)
+            run_samples = next((found for found in map(samples, splitk.evidence) if found), None)
+            interval = _samples_interval(profiled_samples or [], run_samples or [])
             noise = "range of the step samples of one run each (run-to-run noise not measured)" if interval else ""
         found.append(Measurement(
             name="split-K rewrite", finding=splitk.stem, setting=setting, reference=profiled, backend="splitk",

@@ -12,7 +12,8 @@ from typing import Any
 from agent.evidence import data_of
 from agent.rundir import REPORT
 from agent.runlog import LOG_NAME, read_events
-from reports.format import digit_spec, fmt
+from reports.format import fmt
+from reports.numbers import interval_spec
 from reports.render import chosen_option, failure_groups, number_text
 from schema.consistency import Consistency
 from schema.finding import Finding, value_of
@@ -87,8 +88,11 @@ def _rows(values: dict[str, Any], levers, ceiling, splitk, later, decision) -> d
     ceiling_text = _text(ceiling, "ceiling_tok_s", ".4g")
     if values["measured_x"] is not None:
         low, high = values["measured_interval"] or (None, None)
-        spec = digit_spec([splitk.number('measured_x'), low, high], 4)  # the ends read apart from the point
-        measured = (f"{_text(splitk, 'measured_x', '.4g')}" + (f" [{fmt(low, spec)}, {fmt(high, spec)}]" if low is not None else "")
+        # beside its interval, the point to the ends' digits (as the report's first screen shows it): "2.096 x
+        # [2.069, 2.124]", not the spread's "2.1 x"; without one, as the report shows the number alone
+        spec = interval_spec(splitk.number('measured_x'), low, high) if low is not None else None
+        measured = ((f"{fmt(splitk.number('measured_x'), spec, 'x')} [{fmt(low, spec)}, {fmt(high, spec)}]" if spec else
+                     _text(splitk, 'measured_x', '.4g'))
                     + f" over the profiled setting: {_text(splitk, 'splitk_tok_s', '.4g')}{projected}")
     else:
         measured = None

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from reports.format import code, digit_spec, fmt, kernel_md, md_text
-from reports.numbers import chosen_option, finding_link, num
+from reports.format import code, fmt, kernel_md, md_text
+from reports.numbers import chosen_option, finding_link, num, num_with_interval
 from schema.finding import Finding
 
 LIMITS_ANCHOR = "#the-stand-ins-limits"
@@ -27,12 +27,11 @@ def goal_text(levers: Finding) -> str:
             f"(a {_num(levers, 'step_budget_ms', '.3g')} step budget)")
 
 
-def _interval(f: Finding, low: str, high: str, point: str) -> str:
-    if low not in f.numbers or high not in f.numbers:
-        return ""
-    # to the digits at which the point and its ends read apart (a "[2.199, 2.21]" hides the digit it hangs on)
-    spec = digit_spec([f.number(point), f.number(low), f.number(high)], 4)
-    return f" [{fmt(f.number(low), spec)}, {fmt(f.number(high), spec)}]"
+def measured_ratio(splitk: Finding) -> str:
+    """The split-K rewrite's measured ratio beside its interval, both to the digits at which they read apart (a
+    "[2.199, 2.21]" hides the digit it hangs on; a "2.1 x" beside "[2.069, 2.124]" drops two the interval has)."""
+    ends = [splitk.number(k) if k in splitk.numbers else None for k in ("measured_low_x", "measured_high_x")]
+    return num_with_interval(splitk, "measured_x", ends, ".4g")
 
 
 def recommendation(s: dict[str, Finding], decision: dict[str, Any] | None) -> str:
@@ -46,8 +45,7 @@ def recommendation(s: dict[str, Finding], decision: dict[str, Any] | None) -> st
         where = "at or above" if splitk.number("splitk_tok_s") >= goal else "below"
         # the tok/s is the measured ratio applied to the projected step: projected, never "measured"
         return (f"take {what}{f' (the {op} operation)' if op else ''}: {_num(splitk, 'splitk_tok_s', '.4g')} "
-                f"(projected), from the measured {_num(splitk, 'measured_x', '.4g')}"
-                f"{_interval(splitk, 'measured_low_x', 'measured_high_x', 'measured_x')} over the profiled setting's "
+                f"(projected), from the measured {measured_ratio(splitk)} over the profiled setting's "
                 f"{_num(splitk, 'rounds_reference_tok_s', '.4g')} in the same alternating rounds (the sweep's baseline "
                 f"median: {_num(levers, 'baseline_tok_s', '.4g')}){_output_changes(splitk)}; {where} {goal_text(levers)}."
                 f"{_before_running(splitk)}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 StepName = Literal["survey", "levers", "profile", "grid", "ceiling", "gates", "options", "splitk", "round2", "report"]
 
@@ -24,6 +24,17 @@ class Number(BaseModel):
     # Relative uncertainty (e.g. an interval's half-width over the value), where the step knows it:
     # the report quotes the number to the digits this supports, not more.
     spread: float | None = None
+    # One of the user's inputs, as the target declares them (its goal, its hardware, its thresholds), or their
+    # arithmetic alone: no journal line holds it, and the report labels it "declared", not "derived" (which
+    # is arithmetic on measurements). Written only where true, so every other number's record is unchanged.
+    declared: bool = False
+
+    @model_serializer(mode="wrap")
+    def _declared_only_where_true(self, handler):
+        data = handler(self)
+        if not self.declared:
+            data.pop("declared", None)
+        return data
 
 
 class Table(BaseModel):

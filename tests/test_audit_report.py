@@ -81,8 +81,10 @@ def test_every_number_on_the_first_screen_is_one_its_linked_finding_holds(which,
     numbers = [b for b in re.findall(r"\*\*(.+?)\*\*", screen) if re.search(r"\d", b) and not b.endswith(":")]
     assert len(bold) == len(numbers)  # no bold number without its link
     for text, stem in bold:
-        assert text in {number_text(n, spec) for n in held[stem].numbers.values()
-                        for spec in (".3g", ".4g", ".0f", "d", ",.0f") if _formats(n, spec)}, (text, stem)
+        # (a ratio beside its interval: to the interval's digits, not its spread's)
+        assert text in {number_text(n, spec, by_spread) for n in held[stem].numbers.values()
+                        for spec in (".3g", ".4g", ".0f", "d", ",.0f", "#.4g", "#.5g") for by_spread in (True, False)
+                        if _formats(n, spec, by_spread)}, (text, stem)
     # the bare interval beside the split-K ratio is the split-K finding's own interval
     splitk = held["08-splitk"]
     low, high = splitk.number("measured_low_x"), splitk.number("measured_high_x")
@@ -93,9 +95,9 @@ def test_every_number_on_the_first_screen_is_one_its_linked_finding_holds(which,
     assert len(set(printed.groups())) == 2
 
 
-def _formats(number, spec: str) -> bool:
+def _formats(number, spec: str, by_spread: bool = True) -> bool:
     try:
-        number_text(number, spec)
+        number_text(number, spec, by_spread)
         return True
     except (ValueError, TypeError):
         return False

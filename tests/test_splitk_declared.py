@@ -84,8 +84,10 @@ def test_on_a_hopper_box_the_declared_plan_is_checked_and_timed_and_the_box_plan
                "rounds_reference_tok_s": 1.0, "measured_tok_s": 2.0, "measured_x": 2.0,
                "launches": {"before": 1, "after": 2}, "interval": splitk.stats.Interval(ratio=2.0, low=None, high=None, n=1, confidence=0.95, note="one pair"),
                "pairs": 1}
-    tables = splitk._tables(figures, rows, 1.0, {"ok": None, "note": "n"}, 0.05, "baseline", plan)
+    tables = splitk._tables(figures, rows, 1.0, {"ok": None, "note": "n"}, 0.05, "baseline", plan, run_seq=7)
     calls = tables[1]
+    # a row's configs and splits are the engine run's record of the call (line 7): cited first, then check and bench
+    assert calls.rows[0][calls.columns.index("log")] == "7, 1, 2" and "the engine's run that recorded the call" in calls.note
     assert "what-if: this box's own plan us" in calls.columns and calls.rows[0][calls.columns.index("split-K us")] == 30.0
     assert calls.rows[0][calls.columns.index("what-if: this box's own plan us")] == 20.0
     assert "sm_120's plan" in calls.note and "never the deployment's number" in calls.note

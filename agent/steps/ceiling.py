@@ -113,10 +113,10 @@ def _numbers(target: Target, profile: Finding, times: dict[str, Any], kernel: st
         "timed_step_ms": Number(value=times["timed_step_ms"], unit="ms", label="T: the step of the layers run, timed without the profiler", seqs=seq),
         "baseline_tok_s": Number(value=tok_s, unit="tok/s", label=f"measured, {setting} ({measured_as})", seqs=seq),
         "ceiling_tok_s": Number(value=tok_s * bound_x, unit="tok/s", label=f"projected: measured x the {'operation' if op_name else 'kernel'} instant", seqs=sorted(set(ev) | set(seq)), spread=spread),
-        "goal_tok_s": Number(value=goal, unit="tok/s", label="goal"),
+        "goal_tok_s": Number(value=goal, unit="tok/s", label="goal", declared=True),
         # the goal's one budget, at its concurrency; a step measured at another batch is said to be (measured_batch)
         "step_budget_ms": Number(value=target.goal.step_budget_ms, unit="ms",
-                                 label=f"the goal's decode step budget: {target.goal.concurrency} tokens a step / goal"),
+                                 label=f"the goal's decode step budget: {target.goal.concurrency} tokens a step / goal", declared=True),
         "measured_batch": Number(value=batch, label="the batch the step was measured (profiled) at", seqs=seq),
         "projected_step_ms": Number(value=step_ms, unit="ms", label=f"decode step, {setting}, {step_as}", seqs=seq),
         "instant_step_ms": Number(value=step_ms / bound_x, unit="ms", label=f"projected decode step with {what} instant", seqs=sorted(set(ev) | set(seq)), spread=spread),

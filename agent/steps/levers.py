@@ -299,12 +299,13 @@ def _numbers(target: Target, m: _Measured, chosen: list[Lever], best: float) -> 
                                              label=f"max(min_effect, half-width of the {rules.confidence:.0%} paired "
                                                    f"interval the baseline's spread gives at {m.rounds} rounds)"),
         "min_effect": Number(value=m.min_effect, unit="fraction",
-                             label=f"smallest change that counts as a move on a {'GPU' if m.device == 'cuda' else 'CPU'} box (target)"),
+                             label=f"smallest change that counts as a move on a {'GPU' if m.device == 'cuda' else 'CPU'} box (target)",
+                             declared=True),
         "best_tok_s": Number(value=best, unit="tok/s", seqs=base_seqs if not chosen else next(r["seqs"] for r in m.lever_results if r["name"] == chosen[0].name),
                              label=f"best measured setting the declared hardware allows: "
                                    f"{'baseline + ' + chosen[0].name if chosen else 'baseline'}"),
-        "goal_tok_s": Number(value=target.goal.output_tok_s, unit="tok/s", label=f"goal at concurrency {target.goal.concurrency}"),
-        "step_budget_ms": Number(value=target.goal.step_budget_ms, unit="ms", label="decode step budget for the goal"),
+        "goal_tok_s": Number(value=target.goal.output_tok_s, unit="tok/s", label=f"goal at concurrency {target.goal.concurrency}", declared=True),
+        "step_budget_ms": Number(value=target.goal.step_budget_ms, unit="ms", label="decode step budget for the goal", declared=True),
     }
     for result in m.lever_results:
         if result.get("interval"):

@@ -323,8 +323,9 @@ def _new_times(session: Session, splitk: Finding, summary, top, numbers: dict[st
                                          label=f"t_op: {operation['name']}, the call around {kernel_label(top.name, data_of(splitk).kernel_names, NAME_WIDTH)}, with split-K", seqs=seq)
     runs = (data_of(splitk).runs_ms or {})
     timed = median(runs["splitk"]) if runs.get("splitk") else runs.get("profiled_splitk_ms")
+    # from the rounds' sweep (the line the split-K tok/s cites), else the profiled split-K run's
     numbers["timed_step_ms"] = Number(value=timed, unit="ms", label="T: the split-K step of the layers run, timed without the profiler (median of the paired runs)",
-                                      seqs=splitk.numbers["measured_x"].seqs)
+                                      seqs=splitk.numbers["splitk_tok_s"].seqs if runs.get("splitk") else seq)
     interim = Draft(headline="", verdict="", numbers=numbers)
     row = KernelRow.model_validate(top.to_dict())
     times = times_of(interim, SimpleNamespace(dominant=row, leader=row, operation=Operation.model_validate(operation),
@@ -396,11 +397,11 @@ def _ceiling_numbers(target: Target, splitk: Finding, times: dict[str, Any], cei
         "kernel_instant_x": Number(value=ceiling["kernel_x"], unit="x", label=f"{short} instant: 1 / (1 - t_k/W), over the split-K setting", seqs=seq, spread=ceiling["kernel_spread"]),
         "baseline_tok_s": Number(value=ceiling["tok_s"], unit="tok/s", label=f"measured, {setting} (projected to {target.model.layers} layers)", seqs=tok_seqs),
         "ceiling_tok_s": Number(value=ceiling["ceiling_tok_s"], unit="tok/s", label=f"projected: the split-K setting's tok/s x the {'operation' if ceiling['op_name'] else 'kernel'} instant", seqs=both, spread=spread),
-        "goal_tok_s": Number(value=ceiling["goal"], unit="tok/s", label="goal"),
+        "goal_tok_s": Number(value=ceiling["goal"], unit="tok/s", label="goal", declared=True),
         "goal_distance_x": Number(value=ceiling["goal"] / ceiling["ceiling_tok_s"], unit="x", label="goal / the new ceiling (above 1: out of reach even with the dominant part instant)", seqs=both, spread=spread),
         "goal_gap_x": Number(value=ceiling["goal"] / ceiling["tok_s"], unit="x", label="goal / the split-K setting's tok/s: the speedup still needed", seqs=tok_seqs),
         "step_budget_ms": Number(value=ceiling["budget_ms"], unit="ms",
-                                 label=f"the goal's decode step budget: {target.goal.concurrency} tokens a step / goal"),
+                                 label=f"the goal's decode step budget: {target.goal.concurrency} tokens a step / goal", declared=True),
         "measured_batch": Number(value=ceiling["batch"], label="the batch the step was measured (profiled) at", seqs=tok_seqs),
         "projected_step_ms": Number(value=ceiling["step_ms"], unit="ms", label=f"decode step, {setting}, projected (batch / tok/s)", seqs=tok_seqs),
         "instant_step_ms": Number(value=ceiling["step_ms"] / ceiling["bound_x"], unit="ms", label=f"projected decode step with {what} instant", seqs=both, spread=spread),

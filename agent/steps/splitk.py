@@ -158,11 +158,13 @@ def build_splitk(state: InvestigationState, session: Session, target: Target) ->
     reference = Setting(profiled["label"], dict(profiled["env"]), dict(profiled["options"]))
     seqs: list[int] = []
     run, call_rows = _run_checked(session, target, device, batch, setting, seqs, plan)
+    checked = len(seqs)
     interval, pairs, runs, output = _alternate(session, target, device, batch, reference, setting, run, seqs)
     figures = _compare(session, profile, run, batch)
-    figures.update(interval=interval, pairs=len(pairs), measured_x=interval.ratio,
+    # the rounds' figures (tok/s, the ratio and its interval) are computed from the sweep's lines alone
+    figures.update(interval=interval, pairs=len(pairs), measured_x=interval.ratio, sweep_seqs=seqs[checked:],
                    measured_tok_s=runs["splitk_tok_s"], rounds_reference_tok_s=runs["reference_tok_s"])
-    numbers = _numbers(target, profile, run, call_rows, figures, profiled["label"], seqs)
+    numbers = _numbers(target, profile, run, call_rows, figures, profiled["label"])
 
     # Hold the measurement against the ceiling's bounds and the predictions, with this comparison's noise.
     held_data = {"measured_interval": [interval.low, interval.high] if interval.low is not None else None,
@@ -180,7 +182,7 @@ def build_splitk(state: InvestigationState, session: Session, target: Target) ->
     return Draft(
         headline=_headline(figures, output, violated, missed, mine, plan["short"]), verdict=verdict, numbers=numbers,
         tables=_tables(figures, call_rows, throughput(run, batch)["step_ms"], output, target.thresholds.noise.output_rtol,
-                       profiled["label"], plan),
+                       profiled["label"], plan, run["seq"]),
         artifacts={"trace": refs[run["data"]["trace"]["file"]]["path"],
                    **({"eager_trace": refs[run["data"]["trace"]["eager_file"]]["path"]}
                       if run["data"]["trace"].get("eager_file") in refs else {})},
@@ -314,19 +316,18 @@ def _compare(session: Session, profile: Finding, run: dict[str, Any], batch: int
 
 
 def _numbers(target: Target, profile: Finding, run: dict[str, Any], call_rows: list[dict], figures: dict[str, Any],
-             profiled: str, seqs: list[int]) -> dict[str, Number]:
-    interval, noise = figures["interval"], target.thresholds.noise
-    run_seqs = [run["seq"]] + profile.numbers["setting_tok_s"].seqs
+             profiled: str) -> dict[str, Number]:
+    interval, noise, rounds = figures["interval"], target.thresholds.noise, sorted(set(figures["sweep_seqs"]))
     profiles = [run["seq"]] + profile.evidence
     numbers = {
         "kernel_speedup": Number(value=figures["kernel_speedup"], unit="x", label=f"{kernel_label(figures['dominant'], typed(profile).kernel_names, None)} time / the kernels that replaced it (profiles)", seqs=profiles),
         "predicted_x": Number(value=figures["predicted_x"], unit="x", label="Amdahl with the kernel's measured speedup (shares of W)", seqs=profiles),
-        "measured_x": Number(value=figures["measured_x"], unit="x", label=f"engine tok/s with split-K / {profiled}: geometric mean over {figures['pairs']} paired round(s)", seqs=sorted(set(seqs) | set(run_seqs)),
+        "measured_x": Number(value=figures["measured_x"], unit="x", label=f"engine tok/s with split-K / {profiled}: geometric mean over {figures['pairs']} paired round(s)", seqs=rounds,
                              spread=_half_width(interval)),
-        "measured_low_x": Number(value=interval.low, unit="x", label=f"{100 * noise.confidence:.0f}% interval, low", seqs=sorted(set(seqs))),
-        "measured_high_x": Number(value=interval.high, unit="x", label=f"{100 * noise.confidence:.0f}% interval, high", seqs=sorted(set(seqs))),
-        "splitk_tok_s": Number(value=figures["measured_tok_s"], unit="tok/s", label=f"engine with split-K, measured: its run of median step time among the {figures['pairs']} alternating rounds (projected to {target.model.layers} layers)", seqs=sorted(set(seqs))),
-        "rounds_reference_tok_s": Number(value=figures["rounds_reference_tok_s"], unit="tok/s", label=f"engine, {profiled}, measured: its run of median step time among the same rounds (projected to {target.model.layers} layers)", seqs=sorted(set(seqs))),
+        "measured_low_x": Number(value=interval.low, unit="x", label=f"{100 * noise.confidence:.0f}% interval, low", seqs=rounds),
+        "measured_high_x": Number(value=interval.high, unit="x", label=f"{100 * noise.confidence:.0f}% interval, high", seqs=rounds),
+        "splitk_tok_s": Number(value=figures["measured_tok_s"], unit="tok/s", label=f"engine with split-K, measured: its run of median step time among the {figures['pairs']} alternating rounds (projected to {target.model.layers} layers)", seqs=rounds),
+        "rounds_reference_tok_s": Number(value=figures["rounds_reference_tok_s"], unit="tok/s", label=f"engine, {profiled}, measured: its run of median step time among the same rounds (projected to {target.model.layers} layers)", seqs=rounds),
         "launches_before": Number(value=figures["launches"]["before"], unit="launches/step", label="kernel launches a step, profiled setting", seqs=profile.evidence),
         "launches_after": Number(value=figures["launches"]["after"], unit="launches/step", label="kernel launches a step, with split-K", seqs=[run["seq"]]),
         "check_out_rel_err": Number(value=max((worst_error(r["check"] or {}, "out_norm_rel") or 0) for r in call_rows), label="worst norm-wise relative error of the output vs float32, over the engine's calls", seqs=[r["check_seq"] for r in call_rows]),
@@ -380,8 +381,9 @@ def _held_text(mine: list, missed: list) -> str:
 
 
 def _tables(figures: dict[str, Any], call_rows: list[dict], step_ms: float, output: dict[str, Any], rtol: float,
-            profiled: str, plan: dict[str, Any]) -> list[Table]:
-    """The rewrite against the original, and the engine's calls as checked and timed."""
+            profiled: str, plan: dict[str, Any], run_seq: int | None = None) -> list[Table]:
+    """The rewrite against the original, and the engine's calls as checked and timed (each row's log: the
+    engine's run that recorded the call, ``run_seq``, with its configs and splits, then the call's check and bench)."""
     rows = [
         [f"{figures['dominant']} in the profile (ms)", figures["t_before"], figures["t_after"], figures["kernel_speedup"]],
         *([["the attention operation in the profile (ms)", figures["op_before"], figures["op_after_us"] / 1000, figures["op_speedup"]]]
@@ -397,7 +399,7 @@ def _tables(figures: dict[str, Any], call_rows: list[dict], step_ms: float, outp
                    worst_error(r["check"] or {}, "out_norm_rel"),
                    (r.get("bench") or {}).get("upstream_graph_us"), (r.get("bench") or {}).get("rewrite_graph_us"),
                    (r.get("bench") or {}).get("speedup_vs_upstream"),
-                   _share_of_step(r, step_ms), ", ".join(str(s) for s in (r["check_seq"], r.get("bench_seq")) if s)]
+                   _share_of_step(r, step_ms), ", ".join(str(s) for s in (run_seq, r["check_seq"], r.get("bench_seq")) if s)]
                   for r in call_rows]
     what_if = any("box_bench_seq" in r for r in call_rows)
     if what_if:  # the box's own plan, timed beside the declared one: this box only, never the decision's number
@@ -420,7 +422,8 @@ def _tables(figures: dict[str, Any], call_rows: list[dict], step_ms: float, outp
                        "each distinct call of one decode step, in its own form (caches, sink, index widths) and "
                        "with the configurations the wrapper chose (the window cache's, the compressed cache's; \"one launch with the window\": both "
                        "caches in one launch, on the config and split count of their joined row); us: CUDA-graph replay medians on the box; share: "
-                       "split-K us x calls a step / the split-K engine's timed step")]
+                       "split-K us x calls a step / the split-K engine's timed step; log: the engine's run that recorded the call "
+                       "(its calls a step, configs and splits), then the call's check (error) and bench (us)")]
 
 
 def _two_traces_text(figures: dict[str, Any]) -> str:

@@ -94,8 +94,8 @@ def survey_box(state: InvestigationState, session: Session, target: Target) -> D
         numbers={
             "box_sm": Number(value=box["sm"], label="box compute capability (x10)", seqs=seq),
             "box_sm_count": Number(value=box["sm_count"], unit="SMs", label="box SMs per GPU", seqs=seq),
-            "declared_sm": Number(value=declared.sm, label="declared compute capability (x10)"),
-            "declared_sm_count": Number(value=declared.sm_count, unit="SMs", label="declared SMs per GPU"),
+            "declared_sm": Number(value=declared.sm, label="declared compute capability (x10)", declared=True),
+            "declared_sm_count": Number(value=declared.sm_count, unit="SMs", label="declared SMs per GPU", declared=True),
             **rates,
         },
         tables=[Table(title="Box and declared hardware", columns=["", "box", "declared"], rows=rows)],
