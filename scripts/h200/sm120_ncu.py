@@ -16,6 +16,7 @@ CUDA-graph replays (OUTDIR/time_MODE.jsonl), the calls interleaved round by roun
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import statistics
@@ -46,9 +47,22 @@ def configs(mode: str) -> list:
 
 
 def extra_configs() -> list:
-    """Variants called beside the plan's configs: SM120_NCU_EXTRA, a JSON list of KernelConfig fields."""
-    rows = json.loads(os.environ.get("SM120_NCU_EXTRA", "[]"))
-    return [tiles.KernelConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in r.items()}) for r in rows]
+    """Variants called beside the plan's configs: SM120_NCU_EXTRA, a JSON list of {"name", "base" (a tiles.NAMED
+    name), and the KernelConfig fields it changes}; each named by its "name"."""
+    out = []
+    for row in json.loads(os.environ.get("SM120_NCU_EXTRA", "[]")):
+        row = dict(row)
+        name, base = row.pop("name"), tiles.NAMED[row.pop("base")]
+        EXTRA_NAMES[dataclasses.replace(base, **row)] = name
+        out.append(dataclasses.replace(base, **row))
+    return out
+
+
+EXTRA_NAMES: dict = {}
+
+
+def name_of(cfg) -> str:
+    return EXTRA_NAMES.get(cfg) or tiles.config_name(cfg)
 
 
 def cell_calls(mode: str):
@@ -65,7 +79,7 @@ def cell_calls(mode: str):
             # the workspace allocated once, outside the graph and the range
             ws = (torch.empty(batch, plan.total, HEADS, 512, dtype=torch.float32, device=dev),
                   torch.empty(batch, plan.total, HEADS, dtype=torch.float32, device=dev))  # fmt: skip
-            label = {"mode": mode, "batch": batch, "topk": topk, "config": tiles.config_name(plan.cfg),
+            label = {"mode": mode, "batch": batch, "topk": topk, "config": name_of(plan.cfg),
                      "config_fields": plan.cfg.__dict__, "splits": plan.splits, "dispatch_pick": plan.cfg == picked,
                      "programs": batch * plan.splits * -(-HEADS // plan.cfg.block_h) * (2 if plan.cfg.d_halves else 1)}
 
@@ -101,6 +115,18 @@ def save_cubins(mode: str, out: Path) -> None:
     (folder / "meta.json").write_text(json.dumps(meta, indent=1))
 
 
+def check_extras(out: Path) -> None:
+    """Each variant against the float32 reference on the GPU (two caches, sink, lengths), before it is timed."""
+    dev = torch.device("cuda")
+    rows = []
+    for cfg in extra_configs():
+        case = check.make_case(3, 300, HEADS, dev, 7, extra=True, sink=True, topk_length=True)
+        chk = check.check_case(case, with_upstream=False, config=cfg)
+        rows.append({"config": name_of(cfg), "ok": chk["ok"], "vs_reference": chk["vs_reference"]})
+        print("check", name_of(cfg), "ok" if chk["ok"] else "WRONG", flush=True)
+    (out / "check_extra.json").write_text(json.dumps(rows, indent=1, default=str))
+
+
 def timed(calls: list, out: Path, mode: str) -> None:
     """Each call's CUDA-graph replay time, ROUNDS rounds, the calls interleaved within each round."""
     samples: list[list[float]] = [[] for _ in calls]
@@ -121,6 +147,8 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     calls = list(cell_calls(mode))
     if "--time" in sys.argv:
+        if mode == "proxy" and os.environ.get("SM120_NCU_EXTRA"):
+            check_extras(out)
         timed(calls, out, mode)
         try:
             save_cubins(mode, out)

@@ -5,7 +5,8 @@
 # on-disk cache, keyed by DISABLE_MMA_V3), then each is profiled in a process of its own: launch, occupancy,
 # speed of light, compute (pipes), memory (tables: shared-memory bank conflicts), warp states, instruction
 # statistics and the per-instruction stall sampling (SourceCounters). No carry needed. Everything lands in $OUT.
-# SKIP_NCU=1: the timings only (with SM120_NCU_EXTRA, a JSON list of KernelConfig fields, timed beside the plan).
+# SM120_NCU_EXTRA (scripts/h200/sm120_ncu.py): variants timed and profiled beside the plan's configs; SKIP_NCU=1:
+# the timings only; NCU_SIDES: the sides profiled (default "proxy hopper").
 set -uo pipefail
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 W=/tmp/sm120_ncu; mkdir -p $W
@@ -26,7 +27,7 @@ if [ "${SKIP_NCU:-0}" != 1 ]; then
   SECTIONS=(--section LaunchStats --section Occupancy --section SpeedOfLight --section ComputeWorkloadAnalysis
     --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Chart --section MemoryWorkloadAnalysis_Tables
     --section SchedulerStats --section WarpStateStats --section InstructionStats --section SourceCounters)
-  for side in proxy hopper; do
+  for side in ${NCU_SIDES:-proxy hopper}; do
     if [ $side = proxy ]; then E=("${PROXY[@]}"); else E=("${HOPPER[@]}"); fi
     timeout 240 "${E[@]}" "$NCU" --clock-control none --nvtx --nvtx-include "sm120_ncu/" -k regex:"_split|_combine" \
       "${SECTIONS[@]}" --import-source no -f -o "$W/$side" python3 -m scripts.h200.sm120_ncu $side $W 2>&1 \
