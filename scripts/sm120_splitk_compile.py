@@ -10,6 +10,7 @@ and the hash of the kernel sources compiled, so that a test can tell a stale res
 
     python -m scripts.sm120_splitk_compile OUT.json            # the sm_120 plan's kernels
     python -m scripts.sm120_splitk_compile --compare OUT.json  # the same kernels for sm_90 and sm_120, SASS mix
+    python -m scripts.sm120_splitk_compile --loops OUT.json    # ... and the opcodes of each loop of their SASS
 
 ``--compare`` builds each sm_120 config for both sm_120 and sm_90, the sm_90 build with Triton's wgmma
 lowering off (``DISABLE_MMA_V3=1``, in a child process: the variable is read by Triton's compiler), as
@@ -164,6 +165,35 @@ def compare_archs() -> dict:
     return {"triton": triton.__version__, "sources_sha256": sources_hash(), "rows": rows}
 
 
+LOOP_OPS = ("LDG", "LDGSTS", "LDGDEPBAR", "DEPBAR", "STS", "LDS", "LDSM", "BAR", "HMMA", "F2FP", "HMUL2", "FMUL",
+            "FFMA", "MUFU", "SHFL", "LDL", "STL")  # fmt: skip
+
+
+def loop_structure() -> dict:
+    """The loops of each sm_120 config's SASS, built for sm_120 and for sm_90 with MMA v3 off (the proxy): per
+    loop its instructions and the opcodes that tell where a tile's time can go (global loads and their waits,
+    shared-memory traffic and barriers, mma.sync, dequantization, spills). The innermost loop is S's group loop
+    (8 trips a tile), the longest the tile loop."""
+    import triton
+
+    rows = []
+    for cfg in tiles.SM120_CONFIGS:
+        name = tiles.config_name(cfg)
+        request = {**split_request("sm_120", cfg, False), "sass_loops": True}
+        builds = {"sm_120": compile_resources(request),
+                  "sm_90_mma_v2": _child_compile({**request, "arch": "sm_90"}, {"DISABLE_MMA_V3": "1"})}  # fmt: skip
+        row = {"config": name}
+        for label, usage in builds.items():
+            loops = [{**loop, "mix": {op: loop["mix"].get(op, 0) for op in LOOP_OPS}} for loop in usage.get("sass_loops", [])]
+            row[label] = {"registers": usage["registers"], "spill_stores": usage["spill_stores"],
+                          "shared_per_block": usage["shared_per_block"], "loops": loops}  # fmt: skip
+            for loop in loops:
+                print(f"{name:13s} {label:13s} loop {loop['start']}-{loop['end']} {loop['instructions']:5d} instr "
+                      + " ".join(f"{op}={n}" for op, n in loop["mix"].items() if n), flush=True)  # fmt: skip
+        rows.append(row)
+    return {"triton": triton.__version__, "sources_sha256": sources_hash(), "rows": rows}
+
+
 def _child_compile(request: dict, env: dict) -> dict:
     """``compile_resources`` in a child interpreter with ``env`` added (a variable Triton's compiler reads)."""
     proc = subprocess.run([sys.executable, "-m", "tools.kernel_source.resources"], input=json.dumps(request),
@@ -238,6 +268,9 @@ def gluon_one(index: int, arch: str) -> dict:
 def main() -> int:
     if sys.argv[1] == "--gluon-one":
         print(json.dumps(gluon_one(int(sys.argv[2]), sys.argv[3])))
+        return 0
+    if sys.argv[1] == "--loops":
+        Path(sys.argv[2]).write_text(json.dumps(loop_structure(), indent=1, default=str))
         return 0
     if sys.argv[1] == "--compare":
         Path(sys.argv[2]).write_text(json.dumps(compare_archs(), indent=1, default=str))

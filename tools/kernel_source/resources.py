@@ -338,6 +338,7 @@ def compile_in_process(request: dict) -> dict:
     usage.triton_version = triton.__version__
     started = time.perf_counter()
     sass_mix: dict[str, int] = {}
+    sass_loops: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="kernel_source_") as workdir, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Triton's deprecation notices are not results
         try:
@@ -378,8 +379,10 @@ def compile_in_process(request: dict) -> dict:
             ptxas = nvidia.get_ptxas(cc).path
             usage.ptxas = _tool_version(ptxas)
             usage.cubin = _cubin_resources(kernel.asm["cubin"], request["kernel_name"], Path(ptxas).parent / "cuobjdump", Path(workdir))
-            if request.get("sass_mix"):
-                sass_mix = cubin_sass_mix(kernel.asm["cubin"], Path(ptxas).parent / "cuobjdump", Path(workdir))
+            if request.get("sass_mix") or request.get("sass_loops"):
+                text = cubin_sass_text(kernel.asm["cubin"], Path(ptxas).parent / "cuobjdump", Path(workdir))
+                sass_mix = sass_mix_of(text)
+                sass_loops = sass_loops_of(text)
             if "STACK" in usage.cubin:
                 usage.triton_n_spills = usage.cubin["STACK"] // 4
             if usage.cubin.get("REG") not in (None, usage.registers):
@@ -391,6 +394,8 @@ def compile_in_process(request: dict) -> dict:
     out = usage.to_dict()
     if request.get("sass_mix"):  # asked for only: every other caller's result keeps its keys
         out["sass_mix"] = sass_mix if usage.ok else {}
+    if request.get("sass_loops"):  # likewise
+        out["sass_loops"] = sass_loops if usage.ok else []
     return out
 
 
@@ -418,22 +423,51 @@ def _cubin_resources(cubin: bytes, kernel_name: str, cuobjdump: Path, workdir: P
 _SASS_LINE = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*)")
 
 
-def cubin_sass_mix(cubin: bytes, cuobjdump: Path, workdir: Path) -> dict[str, int]:
-    """Instructions of the cubin's SASS by opcode (cuobjdump -sass; the opcode without its modifiers, a
-    predicate guard dropped): HMMA is mma.sync, HGMMA wgmma, LDL/STL local memory."""
+def cubin_sass_text(cubin: bytes, cuobjdump: Path, workdir: Path) -> str:
+    """The cubin's SASS (cuobjdump -sass); empty where cuobjdump is missing or fails."""
     if not cuobjdump.exists():
-        return {}
+        return ""
     path = workdir / "kernel_sass.cubin"
     path.write_bytes(cubin)
     try:
-        text = subprocess.run([str(cuobjdump), "-sass", str(path)], capture_output=True, text=True, timeout=120).stdout
+        return subprocess.run([str(cuobjdump), "-sass", str(path)], capture_output=True, text=True, timeout=120).stdout
     except (OSError, subprocess.SubprocessError):
-        return {}
+        return ""
+
+
+def sass_mix_of(text: str) -> dict[str, int]:
+    """Instructions of SASS text by opcode (the opcode without its modifiers, a predicate guard dropped)."""
     mix: dict[str, int] = {}
     for line in text.splitlines():
         if m := _SASS_LINE.match(line):
             mix[m.group(1)] = mix.get(m.group(1), 0) + 1
     return dict(sorted(mix.items()))
+
+
+def cubin_sass_mix(cubin: bytes, cuobjdump: Path, workdir: Path) -> dict[str, int]:
+    """Instructions of the cubin's SASS by opcode (cuobjdump -sass; the opcode without its modifiers, a
+    predicate guard dropped): HMMA is mma.sync, HGMMA wgmma, LDL/STL local memory."""
+    return sass_mix_of(cubin_sass_text(cubin, cuobjdump, workdir))
+
+
+_SASS_ADDR = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?);")
+_BRANCH_TARGET = re.compile(r"\bBRA\b.*?(0x[0-9a-f]+)")  # (some cuobjdumps print scheduling hints after it)
+
+
+def sass_loops_of(text: str) -> list[dict]:
+    """The loops of SASS text: every backward branch closes one, from its target to the branch. Each with its
+    first and last address, its instruction count and its opcode mix (an inner loop's body counted once, in
+    the outer loop's mix too); innermost (shortest) first. (A branch to itself, the trap after EXIT, is none.)"""
+    ins = [(int(m.group(1), 16), m.group(2).strip()) for line in text.splitlines() if (m := _SASS_ADDR.match(line))]
+    loops = []
+    for addr, body in ins:
+        target = _BRANCH_TARGET.search(body)
+        if target and int(target.group(1), 16) < addr:
+            start = int(target.group(1), 16)
+            lines = [f"/*{a:04x}*/ {t};" for a, t in ins if start <= a <= addr]
+            loops.append({"start": hex(start), "end": hex(addr), "instructions": len(lines),
+                          "mix": sass_mix_of("\n".join(lines))})  # fmt: skip
+    return sorted(loops, key=lambda loop: loop["instructions"])
 
 
 def compile_resources(request: dict, python: str | None = None, timeout: float = 600) -> dict:
