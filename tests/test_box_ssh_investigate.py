@@ -1,7 +1,7 @@
 """The investigation over SSH (issue #13's Must show), against a real sshd on loopback
 (scripts/sshd_harness.py): ``investigate --box ssh://...`` reports what a local run does, finding for
 finding; its replay needs no server; a server killed mid-run stops the run resumable and ``--resume``
-reconnects and finishes it; a host without torch is one line before any run exists. The SGLang target over
+reconnects and finishes it (one run: the SSH run compared with the local one is the resumed one); a host without torch is one line before any run exists. The SGLang target over
 SSH is tests/test_box_ssh_sglang.py's (a file of its own, so that pytest-xdist can run it beside this one)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA, ROOT, agent, events, findings, only_run
+from conftest import ROOT, agent, events, findings, only_run
 from ssh_box import NEEDS_SSHD, box_args, harness, sshd  # noqa: F401  (sshd: this module's own server)
 
 pytestmark = [pytest.mark.slow, NEEDS_SSHD]
@@ -41,11 +41,41 @@ def shape(finding: dict) -> dict:
 
 
 @pytest.fixture(scope="module")
-def ssh_dsv4_run(sshd, tmp_path_factory) -> Path:
+def cut_ssh_dsv4(sshd, tmp_path_factory) -> dict:
+    """The dsv4 investigation over SSH, its server killed as the lever sweep starts, then resumed: one run serves
+    both the killed-mid-run checks and the SSH-against-local comparison (a resumed run must report what an
+    uninterrupted one does). What the cut left is kept for the tests: the exit code, the last stderr line, the
+    runs table's status."""
     runs = tmp_path_factory.mktemp("runs-ssh-dsv4")
-    out = agent("investigate", "dsv4-flash", *box_args(sshd), "--runs-dir", runs, "--decide", "auto", env=sshd.agent_env)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return only_run(runs)
+    proc = subprocess.Popen([sys.executable, "-m", "agent", "investigate", "dsv4-flash", *box_args(sshd),
+                             "--runs-dir", runs, "--decide", "auto"], cwd=ROOT,
+                            env={**os.environ, **sshd.agent_env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline:
+        logs = list(runs.glob("*/log.jsonl")) if runs.exists() else []
+        if logs and any(e["kind"] == "tool_call" and e["step"] == "levers" for e in events(logs[0].parent)):
+            break
+        time.sleep(0.2)
+    else:
+        proc.kill()
+        pytest.fail("the run never reached the levers step")
+    time.sleep(1.0)
+    sshd.kill()  # the server and every session: the lever sweep's connection drops mid-call
+    try:
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        sshd.start()
+    run = only_run(runs)
+    cut = {"rc": proc.returncode, "stderr": stderr, "run": run,
+           "status": json.loads(agent("runs", "--runs-dir", runs, "--json").stdout)[0]["status"]}
+    done = agent("investigate", "--resume", run, *box_args(sshd), "--decide", "auto", env=sshd.agent_env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return cut
+
+
+@pytest.fixture(scope="module")
+def ssh_dsv4_run(cut_ssh_dsv4) -> Path:
+    return cut_ssh_dsv4["run"]
 
 
 # Round 2's top host range is decided by time: on a CPU box the interpreted split-K kernel and the MoE GEMM /
@@ -79,7 +109,9 @@ def same_shapes(run: list[dict], other: list[dict]) -> None:
 def test_an_investigation_over_ssh_reports_what_a_local_one_does(ssh_dsv4_run, dsv4_run):
     same_shapes(findings(ssh_dsv4_run), findings(dsv4_run))
     tools = [e for e in events(ssh_dsv4_run) if e["kind"] == "tool_result"]
-    assert tools and all(e["ok"] for e in tools)
+    last = max(e["attempt"] for e in tools)
+    assert last == 2 and all(e["ok"] for e in tools if e["attempt"] == last), tools  # the resumed attempt: every call
+    assert all(e["step"] in ("survey", "levers") for e in tools if e["attempt"] < last), tools  # the cut: levers
     start = next(e for e in events(ssh_dsv4_run) if e["kind"] == "run_start")
     assert start["box"]["kind"] == "ssh" and start["box"]["target"] == f"{harness.FULL_USER}@127.0.0.1:{start['box']['target'].rsplit(':', 1)[1]}"
 
@@ -103,32 +135,14 @@ def test_replay_of_the_ssh_run_needs_no_server(ssh_dsv4_run, sshd, tmp_path):
         sshd.start()
 
 
-def test_a_server_killed_mid_run_stops_it_resumable_and_resume_reconnects(sshd, other_run, tmp_path):
-    runs = tmp_path / "runs"
-    proc = subprocess.Popen([sys.executable, "-m", "agent", "investigate", DATA / "targets" / "other-shapes.yaml",
-                             *box_args(sshd), "--runs-dir", runs, "--decide", "stop"], cwd=ROOT,
-                            env={**os.environ, **sshd.agent_env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 900
-    while time.monotonic() < deadline:
-        logs = list(runs.glob("*/log.jsonl")) if runs.exists() else []
-        if logs and any(e["kind"] == "tool_call" and e["step"] == "levers" for e in events(logs[0].parent)):
-            break
-        time.sleep(0.2)
-    else:
-        proc.kill()
-        pytest.fail("the run never reached the levers step")
-    time.sleep(1.0)
-    sshd.kill()  # the server and every session: the lever sweep's connection drops mid-call
-    _, stderr = proc.communicate(timeout=120)
-    last = stderr.strip().splitlines()[-1]  # the lines above it are the progress
-    assert proc.returncode == 1 and last.startswith("error: levers: the connection to the box went during the call"), stderr
+def test_a_server_killed_mid_run_stops_it_resumable_and_resume_reconnects(cut_ssh_dsv4, dsv4_run):
+    last = cut_ssh_dsv4["stderr"].strip().splitlines()[-1]  # the lines above it are the progress
+    assert cut_ssh_dsv4["rc"] == 1 and last.startswith("error: levers: the connection to the box went during the call"), \
+        cut_ssh_dsv4["stderr"]
     assert "--resume" in last
-    run = only_run(runs)
-    assert json.loads(agent("runs", "--runs-dir", runs, "--json").stdout)[0]["status"] == "failed"
-    sshd.start()
-    done = agent("investigate", "--resume", run, *box_args(sshd), "--decide", "stop", env=sshd.agent_env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    same_shapes(findings(run), findings(other_run))
+    assert cut_ssh_dsv4["status"] == "failed"
+    run = cut_ssh_dsv4["run"]  # the fixture resumed it: it finished, reporting what the local run does
+    same_shapes(findings(run), findings(dsv4_run))
     log = events(run)
     assert sum(1 for e in log if e["kind"] == "tool_call" and e["tool"] == "box.survey") == 1  # survey not redone
 
