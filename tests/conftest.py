@@ -1,8 +1,10 @@
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -138,6 +140,41 @@ def pytest_collection_modifyitems(session, config, items):
         return (2 if shared & set(item.fixturenames) else 1, 0, index)  # the SGLang run's tests are FIRST
 
     items[:] = [item for _, item in sorted(enumerate(items), key=rank)]
+
+
+# The suite's time is the machine's two cores: where their seconds go is each test's CPU, its waited-for children
+# included (a tool, an investigation, a server), and each shared investigation's (written beside them at the end).
+# Opt-in: PERF_INVESTIGATOR_TEST_CPU=FILE appends a JSON line per test; scripts/suite_cpu.py sums them.
+CPU_LOG_ENV = "PERF_INVESTIGATOR_TEST_CPU"
+
+
+def _cpu_now() -> float:
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _log_cpu(record: dict) -> None:
+    with open(os.environ[CPU_LOG_ENV], "a") as log:
+        log.write(json.dumps(record) + "\n")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if not os.environ.get(CPU_LOG_ENV):
+        yield
+        return
+    cpu, wall = _cpu_now(), time.monotonic()
+    yield
+    _log_cpu({"test": item.nodeid, "cpu_s": round(_cpu_now() - cpu, 2), "wall_s": round(time.monotonic() - wall, 2),
+              "worker": os.environ.get("PYTEST_XDIST_WORKER", "-")})
+
+
+def pytest_sessionfinish(session):
+    if os.environ.get(CPU_LOG_ENV) and not os.environ.get("PYTEST_XDIST_WORKER"):  # once: the controller
+        shared = session.config._tmp_path_factory.getbasetemp() / "shared"
+        for record in sorted(shared.glob("*.json")) if shared.is_dir() else []:
+            outcome = json.loads(record.read_text())
+            _log_cpu({"shared": record.stem, "cpu_s": outcome.get("cpu_s"), "wall_s": outcome.get("wall_s")})
 
 
 @pytest.hookimpl(trylast=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -63,6 +64,7 @@ def _alive(pid: int) -> bool:
 def _investigate(argv: list[str], runs: Path, timeout: int, watch: int | None, nice: int) -> dict:
     """The investigation as a process group of its own at priority ``nice``; stopped (and nothing recorded:
     None) when the process ``watch`` (the test session that asked for it) is gone."""
+    cpu0, wall0 = _children_cpu(), time.monotonic()
     with tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(["nice", "-n", str(nice), sys.executable, "-m", "agent", "investigate", *argv,
                                  "--runs-dir", str(runs)], cwd=ROOT,
@@ -79,10 +81,19 @@ def _investigate(argv: list[str], runs: Path, timeout: int, watch: int | None, n
             time.sleep(0.2)
         err.seek(0)
         stderr = err.read()[-3000:]
+    # What the run cost (the suite's time is the machine's cores: tests/suite_cpu.py reads it beside the tests')
+    cost = {"cpu_s": round(_children_cpu() - cpu0, 1), "wall_s": round(time.monotonic() - wall0, 1)}
     try:
-        return {"rc": proc.returncode, "stderr": stderr, "run": str(_only_run(runs)) if proc.returncode == 0 else None}
+        return {"rc": proc.returncode, "stderr": stderr, "run": str(_only_run(runs)) if proc.returncode == 0 else None,
+                **cost}
     except AssertionError as exc:
-        return {"rc": None, "stderr": f"{exc}: {stderr}", "run": None}
+        return {"rc": None, "stderr": f"{exc}: {stderr}", "run": None, **cost}
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's waited-for children (and theirs), user and system."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def get(shared: Path, name: str, watch: int | None = None) -> dict | None:

@@ -1,0 +1,42 @@
+"""Where the test suite's CPU goes: ``python -m scripts.suite_cpu FILE [--top N]`` over the JSON lines that
+``PERF_INVESTIGATOR_TEST_CPU=FILE make test`` writes (tests/conftest.py): each test's CPU seconds (its
+waited-for children included) and each shared investigation's, the largest first, then per file and in all.
+On a 2-core machine the suite cannot take less wall time than half its CPU seconds."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from pathlib import Path
+
+
+def summary(lines: list[dict], top: int) -> str:
+    tests = [r for r in lines if "test" in r]
+    shared = [r for r in lines if "shared" in r]
+    per_file: dict[str, float] = defaultdict(float)
+    for r in tests:
+        per_file[r["test"].split("::", 1)[0]] += r["cpu_s"]
+    total = sum(r["cpu_s"] for r in tests) + sum(r["cpu_s"] or 0 for r in shared)
+    out = [f"CPU in all: {total:,.0f} s ({len(tests)} tests, {len(shared)} shared investigations): "
+           f"at least {total / 2:,.0f} s of wall time on 2 cores", "", "shared investigations (cpu s, wall s):"]
+    out += [f"  {r['cpu_s']:8.1f} {r['wall_s']:8.1f}  {r['shared']}" for r in sorted(shared, key=lambda r: -(r["cpu_s"] or 0))]
+    out += ["", f"the {top} costliest tests (cpu s, wall s):"]
+    out += [f"  {r['cpu_s']:8.1f} {r['wall_s']:8.1f}  {r['test']}" for r in sorted(tests, key=lambda r: -r["cpu_s"])[:top]]
+    out += ["", f"the {top} costliest files (cpu s):"]
+    out += [f"  {cpu:8.1f}  {name}" for name, cpu in sorted(per_file.items(), key=lambda kv: -kv[1])[:top]]
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m scripts.suite_cpu", description=__doc__.splitlines()[0])
+    parser.add_argument("file", type=Path)
+    parser.add_argument("--top", type=int, default=25)
+    args = parser.parse_args(argv)
+    lines = [json.loads(line) for line in args.file.read_text().splitlines() if line.strip()]
+    print(summary(lines, args.top))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
