@@ -11,6 +11,10 @@ from collections import defaultdict
 from pathlib import Path
 
 
+def _s(seconds: float | None) -> str:
+    return f"{seconds:8.1f}" if seconds is not None else f"{'-':>8}"  # a run recorded before costs were kept
+
+
 def summary(lines: list[dict], top: int) -> str:
     tests = [r for r in lines if "test" in r]
     shared = [r for r in lines if "shared" in r]
@@ -20,7 +24,7 @@ def summary(lines: list[dict], top: int) -> str:
     total = sum(r["cpu_s"] for r in tests) + sum(r["cpu_s"] or 0 for r in shared)
     out = [f"CPU in all: {total:,.0f} s ({len(tests)} tests, {len(shared)} shared investigations): "
            f"at least {total / 2:,.0f} s of wall time on 2 cores", "", "shared investigations (cpu s, wall s):"]
-    out += [f"  {r['cpu_s']:8.1f} {r['wall_s']:8.1f}  {r['shared']}" for r in sorted(shared, key=lambda r: -(r["cpu_s"] or 0))]
+    out += [f"  {_s(r['cpu_s'])} {_s(r['wall_s'])}  {r['shared']}" for r in sorted(shared, key=lambda r: -(r["cpu_s"] or 0))]
     out += ["", f"the {top} costliest tests (cpu s, wall s):"]
     out += [f"  {r['cpu_s']:8.1f} {r['wall_s']:8.1f}  {r['test']}" for r in sorted(tests, key=lambda r: -r["cpu_s"])[:top]]
     out += ["", f"the {top} costliest files (cpu s):"]
