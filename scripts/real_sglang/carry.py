@@ -49,7 +49,10 @@ SERVER = [
     "transformers==5.12.1", "tokenizers==0.22.2",
     "torchvision==0.26.0",  # srt/utils/common.py imports torchvision.io at module level (torch 2.11's release)
     "xgrammar==0.2.1", "openai==2.6.1", "jiter==0.19.0", "distro==1.9.0", "partial-json-parser==0.2.1.1.post7",
-    "compressed-tensors==0.20.1", "loguru==0.7.3", "fastapi==0.165.0", "starlette==1.10.0", "pydantic==2.14.4",
+    "compressed-tensors==0.20.1", "loguru==0.7.3", "fastapi==0.165.0",
+    # fastapi 0.165's own requirements (its telemetry imports opentelemetry), and tabulate, flashinfer's
+    "annotated-doc==0.0.7", "opentelemetry-api==1.45.3", "importlib-metadata==8.7.0", "zipp==4.1.2",
+    "tabulate==0.10.0", "starlette==1.10.0", "pydantic==2.14.4",
     "pydantic-core==2.50.5", "annotated-types==0.8.0", "typing-inspection==0.4.5", "uvicorn==0.55.0",
     "click==8.5.1", "h11==0.16.0", "orjson==3.13.0", "pyzmq==27.3.0", "pybase64==1.5.1",
     "python-multipart==0.0.34", "setproctitle==1.3.8", "msgspec==0.23.0", "gguf==0.19.0", "zstandard==0.25.0",
@@ -66,9 +69,16 @@ SERVER = [
 CLIENT = ["datasets==5.2.0", "pyarrow==26.0.1", "multiprocess==0.70.19", "xxhash==4.1.0", "fsspec==2026.9.0"]
 GROUPS = {"server": SERVER, "client": CLIENT}
 # What the H200's image has (issue #34, checked 2026-12-03): not carried.
-IMAGE_HAS = ("torch 2.11.0+cu130", "triton 3.6", "numpy", "pandas", "jinja2", "pyyaml", "aiohttp", "einops",
+# torch's own dependencies (jinja2, typing_extensions, filelock) and transformers 5.17's (huggingface_hub,
+# safetensors, regex, tqdm, packaging, pyyaml, requests) come with those two; pillow is an assumption the
+# GPU machine's ``--missing`` check (imports.py) verifies before the first launch.
+IMAGE_HAS = ("torch", "triton", "numpy", "pandas", "jinja2", "typing_extensions", "pyyaml", "aiohttp", "einops",
              "ninja", "numba", "psutil", "scipy", "sentencepiece", "tiktoken", "uvloop", "requests", "tqdm",
              "packaging", "filelock", "huggingface_hub", "safetensors", "regex", "pillow")
+# Import names whose distribution is named otherwise (the rest: the import name, "_" read as "-").
+PROVIDES = {"IPython": "ipython", "PIL": "pillow", "zmq": "pyzmq", "yaml": "pyyaml", "sgl_kernel": "sglang-kernel",
+            "flashinfer": "flashinfer-python", "deep_gemm": "sgl-deep-gemm", "cuda": "cuda-python",
+            "tvm_ffi": "apache-tvm-ffi", "multipart": "python-multipart"}
 
 PLATFORMS = ("manylinux_2_34_x86_64", "manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_26_x86_64",
              "manylinux_2_24_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_5_x86_64",
@@ -78,18 +88,25 @@ SLIM_DROP = ("sgl_kernel/flash_ops.abi3.so", "sgl_kernel/sm100/")
 
 def download(requirements: list[str], dest: Path) -> list[Path]:
     """pip's own download of each pinned wheel for cp312 on x86-64 Linux, no dependencies (the list is explicit)."""
-    dest.mkdir(parents=True, exist_ok=True)
+    if dest.exists():  # a wheel left from an earlier list would be carried beside its replacement
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
     command = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
                "--python-version", "3.12", "--implementation", "cp", "-d", str(dest)]
     for platform in PLATFORMS:
         command += ["--platform", platform]
     subprocess.run(command + requirements, check=True)
-    wanted = {_dist(r) for r in requirements}
-    return sorted(p for p in dest.glob("*.whl") if _dist(p.name.split("-")[0]) in wanted)
+    return sorted(dest.glob("*.whl"))
 
 
 def _dist(name: str) -> str:
     return name.split("==")[0].lower().replace("-", "_").replace(".", "_")
+
+
+def uncovered(import_names) -> list[str]:
+    """The import names (imports.py's walk) that neither a carried wheel nor the image provides."""
+    have = {_dist(r) for group in GROUPS.values() for r in group} | {_dist(n) for n in IMAGE_HAS}
+    return sorted(n for n in import_names if _dist(PROVIDES.get(n, n)) not in have)
 
 
 def slim_sgl_kernel(wheel: Path, dest: Path) -> Path:
@@ -108,6 +125,40 @@ def slim_sgl_kernel(wheel: Path, dest: Path) -> Path:
     return out
 
 
+# The GPU machine's interpreter, for the markers of the carried wheels' requirements.
+MARKER_ENV = {"python_version": "3.12", "python_full_version": "3.12.0", "sys_platform": "linux",
+              "platform_system": "Linux", "platform_machine": "x86_64", "implementation_name": "cpython",
+              "platform_python_implementation": "CPython", "os_name": "posix", "extra": ""}
+# What the image has besides IMAGE_HAS because its transformers 5.17 needs it (huggingface_hub 1.x: httpx and
+# its own dependencies), or the standard library covers on 3.12; what build reports as unmet leaves these out.
+IMAGE_ALSO = ("httpx", "httpcore", "anyio", "sniffio", "idna", "certifi", "h11", "typer", "shellingham", "rich",
+              "markdown-it-py", "mdurl", "pygments", "hf-xet", "fsspec", "markupsafe", "networkx", "sympy", "mpmath",
+              "setuptools", "nvidia-ml-py", "charset-normalizer", "urllib3", "six", "python-dateutil", "pytz",
+              "tzdata", "llvmlite")
+
+
+def unmet_requirements(wheels: list[Path]) -> dict[str, list[str]]:
+    """Each carried wheel's own requirements (METADATA Requires-Dist, markers read for the GPU machine's Python,
+    extras left out) that no carried wheel, IMAGE_HAS nor IMAGE_ALSO provides: what a launch may still miss."""
+    from packaging.requirements import Requirement
+
+    have = {_dist(w.name.split("-")[0]) for w in wheels} | {_dist(n) for n in IMAGE_HAS + IMAGE_ALSO}
+    unmet: dict[str, list[str]] = {}
+    for wheel in wheels:
+        with zipfile.ZipFile(wheel) as archive:
+            meta = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+            lines = archive.read(meta).decode(errors="replace").splitlines()
+        for line in lines:
+            if not line.startswith("Requires-Dist:"):
+                continue
+            requirement = Requirement(line.split(":", 1)[1].strip())
+            if requirement.marker is not None and not requirement.marker.evaluate(MARKER_ENV):
+                continue
+            if _dist(requirement.name) not in have:
+                unmet.setdefault(wheel.name.split("-")[0], []).append(str(requirement))
+    return unmet
+
+
 def tree_bytes() -> int:
     """What travels with every call besides the carried paths: tracked files and untracked ones git keeps."""
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
@@ -121,8 +172,10 @@ def build(part_bytes: int | None, full_kernel: bool) -> dict:
     if part_bytes < (1 << 20):
         raise SystemExit(f"the tree is {tree / 2**20:.1f} MiB: no room for a part beside it in {DEVICE_MIB} MiB")
     summary = {"tree_bytes": tree, "part_bytes": part_bytes, "groups": {}}
+    carried: list[Path] = []
     for group, requirements in GROUPS.items():
         wheels = download(requirements, CARRY / "wheels" / group)
+        carried += wheels
         if group == "server" and not full_kernel:
             kernel = next(w for w in wheels if w.name.startswith("sglang_kernel-"))
             wheels = [w for w in wheels if w != kernel] + [slim_sgl_kernel(kernel, CARRY / "slim")]
@@ -131,6 +184,7 @@ def build(part_bytes: int | None, full_kernel: bool) -> dict:
         manifest = bundle.pack(wheels, CARRY / "parts" / group, part_bytes)
         summary["groups"][group] = {"wheels": len(manifest["wheels"]), "wheel_bytes": manifest["tar"]["bytes"],
                                     "parts": len(manifest["parts"])}
+    summary["unmet_requirements"] = unmet_requirements(carried)
     (CARRY / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     return summary
 

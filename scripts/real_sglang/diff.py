@@ -69,11 +69,10 @@ def _brief(entry: dict) -> str:
 
 def _section(title: str, names, old: dict, new: dict, note: str) -> list[str]:
     rows = [r for r in (_row(n, old.get(n), new.get(n)) for n in sorted(names)) if r]
-    lines = [f"## {title}", "", note, ""]
+    lines = [f"## {title}", "", note, "", "Compared: " + ", ".join(f"`{n}`" for n in sorted(names)) + ".", ""]
     if not rows:
         return lines + ["No difference.", ""]
-    return lines + ["| name | 0.5.17 | 0.5.23 |", "| --- | --- | --- |", *[r.replace("|", "\\|") if False else r
-                                                                           for r in rows], ""]
+    return lines + ["| name | 0.5.17 | 0.5.23 |", "| --- | --- | --- |", *rows, ""]
 
 
 _RANK = re.compile(r"\{[^{}]*?(\w+_rank)\}")
@@ -111,6 +110,16 @@ def render(old: dict, new: dict) -> str:
                       "`ProfileReq`'s fields (the body the profile tool posts: output_dir, num_steps, activities, "
                       "with_stack, profile_by_stage). Routes: 0.5.17 " + ", ".join(f"`{r}`" for r in old["profile_routes"])
                       + "; 0.5.23 " + ", ".join(f"`{r}`" for r in new["profile_routes"]) + ".")
+    from tools.engines.sglang import client
+
+    passed = sorted({a for a in client.command("h", 1, {"input_len": 1, "output_len": 1, "concurrency": 1,
+                                                       "num_prompts": 1}, "t", Path("o")) if a.startswith("--")})
+    missing = {name: [f for f in passed if f not in surf["client_flags"]] for name, surf in (("0.5.17", old),
+                                                                                            ("0.5.23", new))}
+    lines += ["## The benchmark client's flags the adapter passes", "",
+              "tools/engines/sglang/client.py `command`: " + ", ".join(f"`{f}`" for f in passed) + ".", ""]
+    lines += [f"- {name}: " + (f"lacks {', '.join(f'`{f}`' for f in gone)}." if gone else "has every one.")
+              for name, gone in missing.items()] + [""]
     lines += ["## Trace names", "",
               "The profiler's source lines that build a trace file's name (tools/engines/sglang/traces.py parses "
               "`[PREFIX-]ID-TP-n[-DP-n][-PP-n][-EP-n][-STAGE].trace.json.gz`, the stage `-DECODE`/`-EXTEND` "

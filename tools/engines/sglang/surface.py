@@ -1,7 +1,8 @@
 """``surface``: what an SGLang release exposes to the project's levers, read from that release itself: its
 server arguments (its own parser), its environment variables (``sglang.srt.environ.Envs``), the fields of the
 ``/start_profile`` request (io_struct.py ``ProfileReq``, by ``ast``) and the source lines that name its trace
-files (the profiler's ``-TP-``/``-DECODE`` parts, by text). One JSON object; scripts/real_sglang/diff.py sets
+files (the profiler's ``-TP-``/``-DECODE`` parts, by text) and the benchmark client's flags (by ``ast``). One JSON
+object; scripts/real_sglang/diff.py sets
 two releases' side by side (docs/sglang-0.5.17-vs-0.5.23.md).
 """
 
@@ -62,6 +63,18 @@ def profile_route() -> list[str]:
     return [line.strip() for line in lines if line.lstrip().startswith("@app.") and "_profile\"" in line]
 
 
+CLIENT = "benchmark/serving.py"
+
+
+def client_flags() -> list[str]:
+    """The option strings of SGLang's benchmark client (``add_argument("--...")`` in benchmark/serving.py, by
+    ``ast``: the client is not imported), and the dataset names its ``--dataset-name`` offers there."""
+    tree = ast.parse(installed.source(CLIENT).read_text())
+    return sorted({arg.value for node in ast.walk(tree) if isinstance(node, ast.Call)
+                   and getattr(node.func, "attr", None) == "add_argument"
+                   for arg in node.args if isinstance(arg, ast.Constant) and str(arg.value).startswith("--")})
+
+
 def trace_lines() -> dict[str, list[str]]:
     out = {}
     for relative in TRACE_FILES:
@@ -80,4 +93,4 @@ def run() -> dict:
 
     return {"ok": True, "engine": "sglang", "sglang": installed.info(), "shims": list(SHIMS),
             "server_args": server_args(), "env": environment(), "profile_request": profile_fields(),
-            "profile_routes": profile_route(), "trace_name_lines": trace_lines()}
+            "profile_routes": profile_route(), "trace_name_lines": trace_lines(), "client_flags": client_flags()}
