@@ -42,7 +42,8 @@ MARGIN = 1 << 20
 
 SERVER = [
     "sglang==0.5.17", "sglang-kernel==0.4.5", "flashinfer-python==0.6.15.post1",
-    # the FP8 GEMMs' JIT kernels on Hopper (deep_gemm_wrapper/configurer.py turns them off when the import fails)
+    # DeepGEMM: DeepSeek-V4's c4 indexer calls deep_gemm.fp8_paged_mqa_logits by default on CUDA
+    # (srt/layers/attention/dsv4/indexer.py), and the FP8 GEMMs' JIT kernels on Hopper use it when it imports
     "sgl-deep-gemm==0.1.5.post1", "apache-tvm-ffi==0.1.11",
     # the image's transformers 5.17 registers "qwen3_asr" itself, which 0.5.17's configs/qwen3_asr.py registers
     # again at import (AutoConfig.register raises): 0.5.17's own pin, and the tokenizers that pin accepts
