@@ -6,6 +6,8 @@ client? One command, each stage's outcome recorded whatever the next one does (i
 
 Stages, in order, into ``OUT/smoke.json`` (plus ``OUT/server.log``, the client's JSONL and ``OUT/traces.tgz``):
 1. ``missing``: imports.py's walk of the sglang found here, the third-party names this Python cannot find;
+   ``check``: the adapter's check of the target (``python -m tools.engines.sglang check``: the installed
+   release's own parser and environment; its ``sglang`` names the release it read);
 2. ``launch``: the H200 target's server (agent/targets/dsv4-scaled-sglang-h200.yaml: its model, load format,
    arguments and environment) through the adapter's own launcher (tools/engines/sglang/server.py), seconds to
    healthy, or how it failed (the log's last error);
@@ -53,6 +55,20 @@ def _missing(env: dict) -> dict:
         return {name: importers[:2] for name, importers in json.loads(proc.stdout)["missing"].items()}
     except (ValueError, KeyError):
         return {"error": (proc.stderr or proc.stdout)[-500:]}
+
+
+def _check(env: dict, out: Path) -> dict:
+    from agent.config import load_target
+    from agent.engine_sglang import check_args
+
+    spec = out / "check_spec.json"
+    spec.write_text(json.dumps(check_args(load_target(str(TARGET))[0])["spec"]))
+    proc = subprocess.run([sys.executable, "-m", "tools.engines.sglang", "check", "--spec", f"@{spec}"], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=300)
+    try:
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"rc": proc.returncode, "error": proc.stderr[-800:]}
 
 
 def _generate(url: str, tokens: int) -> dict:
@@ -106,6 +122,10 @@ def run(out: Path, health_timeout: float, with_client: bool) -> dict:
     env = {**os.environ, **{k: str(v) for k, v in (target["engine"].get("env") or {}).items()}}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / ".carry" / "site"), str(ROOT), env.get("PYTHONPATH", "")])
     result: dict = {"missing": _missing(env)}
+    try:
+        result["check"] = _check(env, out)
+    except Exception as exc:  # the agent's own modules need pydantic and PyYAML: the carry brings the first
+        result["check"] = {"error": f"{type(exc).__name__}: {exc}"}
     args = ["--model-path", server_spec["model_path"], "--load-format", server_spec["load_format"],
             *server_spec["args"]]
     server = Server.launch([sys.executable, "-m", "sglang.launch_server"], args, env, "127.0.0.1",
