@@ -13,7 +13,13 @@ PYTEST_ARGS ?=
 PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS)
 
 .PHONY: setup setup-ssh-tests setup-browser-tests investigate test test-quick sm120-compile
-setup: $(VENV)/.installed
+setup: $(VENV)/.installed .cache/sglang-0.5.17/.complete
+
+# sglang 0.5.17, the release the H200's real server runs (issue #34), beside the installed 0.5.23: its wheel's
+# Python source and its pins of what its server arguments import, into .cache/ (git-ignored), never the venv;
+# the adapter reads it with --release (tools/engines/sglang/release.py), docs/sglang-0.5.17-vs-0.5.23.md from it.
+.cache/sglang-0.5.17/.complete: $(VENV)/.installed scripts/real_sglang/source.py
+	$(PY) -m scripts.real_sglang.source
 
 # torch is pinned to the CPU build that lies on this kind of machine (an unpinned torch pulls a
 # multi-GB CUDA build); sglang comes without its dependencies: only its source is needed here.

@@ -1,8 +1,12 @@
 """``python -m tools.engines.sglang check --spec SPEC_JSON|@file|@env``
 ``python -m tools.engines.sglang sweep --spec SWEEP_JSON|@file|@env --out DIR``
 ``python -m tools.engines.sglang profile --spec PROFILE_JSON|@file|@env --out DIR``
+``python -m tools.engines.sglang surface``
+Before the command, ``--release TREE [--release-site SITE]`` reads that SGLang release's source tree (and its
+pinned dependencies) instead of the installed one (release.py); the result's ``sglang`` names what was read.
 
-check: server arguments, levers and environment against the installed SGLang (check.py); sweep: each run on a
+check: server arguments, levers and environment against the installed SGLang (check.py); surface: the release's
+server arguments, environment variables, /start_profile fields and trace-name lines (surface.py); sweep: each run on a
 server of its own, measured by SGLang's benchmark client (sweep.py); profile: one run, the server's own
 /start_profile traces (profile.py). Spec fields: spec.py; result shapes: docs/sglang.md and
 /work/notes of issue 15 (i15-H1-report.md).
@@ -31,9 +35,12 @@ ENGINE = "sglang"
 
 def _parser() -> argparse.ArgumentParser:
     parser = Parser(prog="python -m tools.engines.sglang", description=__doc__.splitlines()[0])
+    parser.add_argument("--release", type=Path, help="an SGLang release's source tree to read instead of the installed")
+    parser.add_argument("--release-site", type=Path, help="that release's pinned dependencies (a pip --target folder)")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     check = sub.add_parser("check", help="server args, levers and env against the installed SGLang")
     check.add_argument("--spec", required=True, help=SPEC_HELP)
+    sub.add_parser("surface", help="the release's server args, env, /start_profile fields and trace-name lines")
     for name, text in (("sweep", "each run on a server of its own, SGLang's client as the load"),
                        ("profile", "one run profiled by the server's /start_profile")):
         action = sub.add_parser(name, help=text)
@@ -44,6 +51,15 @@ def _parser() -> argparse.ArgumentParser:
 
 def _main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
+    if args.release:
+        from . import release
+
+        release.activate(args.release, args.release_site)
+    if args.command == "surface":
+        from . import surface
+
+        emit(surface.run())
+        return 0
     raw = read_spec(args.spec)
     try:
         if args.command == "check":

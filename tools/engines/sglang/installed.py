@@ -23,8 +23,14 @@ def package_dir() -> Path:
 
 
 def info() -> dict:
-    """``{"version", "path"}`` of the installed SGLang, as every result reports it."""
-    return {"version": version("sglang"), "path": str(package_dir())}
+    """``{"version", "path"}`` of the SGLang read (the installed one, or the release tree release.activate put
+    first), as every result reports it; ``shims`` when a placeholder stood in for a module (release.py)."""
+    from .release import SHIMS
+
+    result = {"version": version("sglang"), "path": str(package_dir())}
+    if SHIMS:
+        result["shims"] = list(SHIMS)
+    return result
 
 
 def version(distribution: str) -> str | None:

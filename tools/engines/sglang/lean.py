@@ -42,7 +42,11 @@ def lean() -> bool:
     module.__package__ = PACKAGE
     module.__loader__ = spec.loader
     sys.modules[PACKAGE] = module
-    from sglang.srt.environ import redirect_third_party_caches
+    from sglang.srt import environ
 
-    redirect_third_party_caches()  # the one call of sglang/__init__.py that sets what a later import reads
+    # the one call of sglang/__init__.py (0.5.23) that sets what a later import reads; 0.5.17's __init__ has no
+    # such call (nor the function), so a release tree without it is left as its own __init__ would leave it
+    redirect = getattr(environ, "redirect_third_party_caches", None)
+    if redirect is not None:
+        redirect()
     return True
