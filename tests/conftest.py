@@ -131,14 +131,16 @@ def pytest_xdist_make_scheduler(config, log):
 
 # What leaves `make test-quick` (-m "not slow") for `make test` alone, beside the tests marked slow where they are:
 # those that cost 7 s of CPU or more, or 10 s of wall, in the quick set (PERF_INVESTIGATOR_TEST_CPU, 2026-12-07,
-# 2-core machine: 414 of its 624 CPU seconds), by file where the cost is the file's shared fixture (the session's
-# whole-tree gate scan of the installed sglang; the stand-in servers the file's tests share). docs/testing.md lists them.
-QUICK_LEAVES_FILES = ("test_gates_sglang", "test_sglang_standin", "test_sglang_disagg")
+# 2-core machine: 414 of its 624 CPU seconds, then 163 of the 369 left), by file or fixture where the cost is a
+# shared fixture (the session's whole-tree gate scan of the installed sglang; the stand-in servers a file's tests share). docs/testing.md lists them.
+QUICK_LEAVES_FILES = ("test_gates_sglang", "test_sglang_standin", "test_sglang_disagg", "test_real_sglang",
+                      "test_splitk_plugin")
+QUICK_LEAVES_FIXTURES = ("sglang_scan",)  # the whole-tree gate scan of the installed sglang (a minute of a core)
 QUICK_LEAVES_TESTS = (
     "test_sglang_adapter.py::test_sweep_spec_is_checked_before_any_launch",
     "test_sglang_adapter.py::test_client_shim_stands_in_for_one_module_with_the_installed_constant",
-    "test_real_sglang.py::test_the_adapter_reads_0517_and_says_so",
-    "test_real_sglang.py::test_the_carry_covers_what_0517_imports_at_launch",
+    "test_sglang_adapter.py::test_killing_the_tool_with_sigkill_leaves_no_server",
+    "test_inventory.py::test_the_map_is_what_the_script_makes",
     "test_cli_contract.py::test_ctrl_c_on_a_terminal_keeps_the_step_line_and_ends_in_one_calm_line",
     "test_inventory.py::test_every_recorded_test_is_kept_or_accounted_for",
     "test_reference_engine.py::test_bench_upstream_kernel_on_interpreter_writes_trace",
@@ -146,8 +148,6 @@ QUICK_LEAVES_TESTS = (
     "test_sglang_lean.py::test_the_lean_import_parses_every_shipped_sglang_command_line_as_the_whole_package_does",
     "test_sglang_lean.py::test_lean_does_nothing_where_sglang_was_imported_already",
     "test_audit_report.py::", "test_audit_h100.py::", "test_audit_h200.py::",  # each regenerates an example
-    "test_splitk_plugin.py::test_sglangs_own_plugin_loader_finds_the_entry_point_and_replaces_the_function",
-    "test_splitk_plugin.py::test_a_stand_in_launched_with_the_recommended_environment_decodes_through_the_split_k_function",
     "test_engine_options.py::test_sweep_runs_in_order_each_with_its_own_samples_and_failures_as_results",
     "test_engine_options.py::test_the_per_expert_loop_computes_what_the_grouped_gemm_does",
     "test_round2.py::test_a_gluon_launch_is_said_to_be_gluon_and_not_read",
@@ -159,7 +159,10 @@ QUICK_LEAVES_TESTS = (
 )
 
 
-def _leaves_quick(nodeid: str) -> bool:
+def _leaves_quick(item) -> bool:
+    nodeid = item.nodeid
+    if set(QUICK_LEAVES_FIXTURES) & set(item.fixturenames):
+        return True
     path = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
     return path.removesuffix(".py") in QUICK_LEAVES_FILES or any(
         f"{path}::{nodeid.split('::', 1)[1]}".startswith(test) for test in QUICK_LEAVES_TESTS)
@@ -177,7 +180,7 @@ def pytest_collection_modifyitems(session, config, items):
 
     items[:] = [item for _, item in sorted(enumerate(items), key=rank)]
     for item in items:
-        if _leaves_quick(item.nodeid):
+        if _leaves_quick(item):
             item.add_marker(pytest.mark.slow)
 
 
