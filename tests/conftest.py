@@ -216,7 +216,8 @@ def pytest_sessionfinish(session):
         shared = session.config._tmp_path_factory.getbasetemp() / "shared"
         for record in sorted(shared.glob("*.json")) if shared.is_dir() else []:
             outcome = json.loads(record.read_text())
-            _log_cpu({"shared": record.stem, "cpu_s": outcome.get("cpu_s"), "wall_s": outcome.get("wall_s")})
+            _log_cpu({"shared": record.stem, "cpu_s": outcome.get("cpu_s"), "wall_s": outcome.get("wall_s"),
+                      "built_by": outcome.get("built_by")})
 
 
 @pytest.hookimpl(trylast=True)

@@ -16,9 +16,12 @@ def test_the_summary_ranks_by_cpu_and_counts_the_shared_runs_in_the_total():
     lines = [{"test": "tests/a.py::t1", "cpu_s": 2.0, "wall_s": 9.0, "worker": "gw0"},
              {"test": "tests/b.py::t2", "cpu_s": 30.0, "wall_s": 31.0, "worker": "gw1"},
              {"test": "tests/a.py::t3", "cpu_s": 5.5, "wall_s": 5.0, "worker": "gw0"},
-             {"shared": "dsv4", "cpu_s": 100.0, "wall_s": 80.0}, {"shared": "sglang", "cpu_s": None, "wall_s": None}]
+             {"shared": "dsv4", "cpu_s": 100.0, "wall_s": 80.0, "built_by": "builder"},
+             {"shared": "other", "cpu_s": 30.0, "wall_s": 31.0, "built_by": "test"},  # inside tests/b.py::t2's 30
+             {"shared": "sglang", "cpu_s": None, "wall_s": None}]
     text = suite_cpu.summary(lines, top=2)
-    assert text.splitlines()[0].startswith("CPU in all: 138 s (3 tests, 2 shared investigations): at least 69 s")
+    assert text.splitlines()[0].startswith("CPU in all: 138 s (3 tests, 3 shared investigations): at least 69 s")
+    assert "other (built by a test: in its CPU below)" in text
     tests = text.split("costliest tests")[1].split("costliest files")[0]
     assert tests.index("tests/b.py::t2") < tests.index("tests/a.py::t3") and "tests/a.py::t1" not in tests  # top 2
     files = text.split("costliest files")[1]
