@@ -208,6 +208,18 @@ def test_the_scaled_config_loads_with_0517s_model_config_and_keeps_the_attention
     assert model["fp4_experts"] is False
 
 
+def test_the_scaled_config_has_every_rope_key_0517s_deepseek_v4_subscripts(release_tree):
+    # the first launch on the H100 died in the attention's __init__ on scaling["original_max_position_embeddings"]
+    # with rope_scaling null: every key the model reads without a default must be in the config
+    import ast
+
+    tree = ast.parse((release_tree / "sglang/srt/models/deepseek_v4.py").read_text())
+    read = {n.slice.value for n in ast.walk(tree) if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)
+            and n.value.id == "scaling" and isinstance(n.slice, ast.Constant)}
+    assert "original_max_position_embeddings" in read
+    assert read <= set(json.loads(CONFIG.read_text())["rope_scaling"] or {})
+
+
 def test_the_difference_document_is_what_the_two_releases_give(probe):
     installed_surface = probe["installed_surface"]
     assert installed_surface["sglang"]["version"] == "0.5.23"

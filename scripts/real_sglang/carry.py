@@ -49,6 +49,8 @@ SERVER = [
     # again at import (AutoConfig.register raises): 0.5.17's own pin, and the tokenizers that pin accepts
     "transformers==5.12.1", "tokenizers==0.22.2",
     "torchvision==0.26.0",  # srt/utils/common.py imports torchvision.io at module level (torch 2.11's release)
+    # openai's sniffio: anyio 4.x no longer needs it, so the image (which has anyio) lacks it; found on the H100
+    "sniffio==1.3.1",
     "xgrammar==0.2.1", "openai==2.6.1", "jiter==0.19.0", "distro==1.9.0", "partial-json-parser==0.2.1.1.post7",
     "compressed-tensors==0.20.1", "loguru==0.7.3", "fastapi==0.165.0",
     # fastapi 0.165's own requirements (its telemetry imports opentelemetry), and tabulate, flashinfer's
@@ -131,8 +133,9 @@ MARKER_ENV = {"python_version": "3.12", "python_full_version": "3.12.0", "sys_pl
               "platform_system": "Linux", "platform_machine": "x86_64", "implementation_name": "cpython",
               "platform_python_implementation": "CPython", "os_name": "posix", "extra": ""}
 # What the image has besides IMAGE_HAS because its transformers 5.17 needs it (huggingface_hub 1.x: httpx and
-# its own dependencies), or the standard library covers on 3.12; what build reports as unmet leaves these out.
-IMAGE_ALSO = ("httpx", "httpcore", "anyio", "sniffio", "idna", "certifi", "h11", "typer", "shellingham", "rich",
+# its own dependencies), or the standard library covers on 3.12 (checked on the H100 on 2026-12-07 with
+# importlib.metadata over the installed carry: only sniffio was missing, now carried); what build reports as unmet leaves these out.
+IMAGE_ALSO = ("httpx", "httpcore", "anyio", "idna", "certifi", "h11", "typer", "shellingham", "rich",
               "markdown-it-py", "mdurl", "pygments", "hf-xet", "fsspec", "markupsafe", "networkx", "sympy", "mpmath",
               "setuptools", "nvidia-ml-py", "charset-normalizer", "urllib3", "six", "python-dateutil", "pytz",
               "tzdata", "llvmlite")
