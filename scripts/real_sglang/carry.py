@@ -63,6 +63,10 @@ SERVER = [
     "jsonschema-specifications==2025.9.1", "referencing==0.37.0", "rpds-py==2026.9.1", "attrs==26.1.0",
     "cuda-python==13.4.4", "cuda-bindings==13.5.0", "cuda-pathfinder==1.9.1", "prometheus-client==0.26.0",
     "nvidia-ml-py==13.615.71",
+    # DeepSeek-V4's hyper-connection kernels (kernels/ops/layernorm/mhc.py, SGLANG_OPT_USE_TILELANG_MHC_PRE and
+    # _POST default on) compile with TileLang when the decode graph is captured; without it the H100 launch died
+    # there. TileLang's own requirements follow it
+    "tilelang==0.1.11", "z3-solver==4.15.4.0", "torch-c-dlpack-ext==0.1.5", "cloudpickle==3.1.3", "ml-dtypes==0.7.0",
     # sglang/utils.py imports IPython.display at module level
     "ipython==9.19.1", "traitlets==5.16.1", "jedi==0.20.1", "parso==0.8.7", "prompt-toolkit==3.0.53",
     "wcwidth==0.9.5", "pygments==2.21.0", "decorator==5.3.2", "matplotlib-inline==0.2.2", "stack-data==0.6.3",
