@@ -23,6 +23,33 @@ def agent(*args, cwd=ROOT, env=None, timeout=1200) -> subprocess.CompletedProces
                           capture_output=True, text=True, timeout=timeout)
 
 
+def agent_here(*args, cwd=ROOT, env=None) -> subprocess.CompletedProcess:
+    """``python -m agent ARGS`` run by agent.cli.main in this process, in ``cwd`` with ``env`` added, its output
+    caught: what ``agent`` returns, without a new interpreter's imports (3-5 s of a core a call on the 2-core
+    machine, issue 28). For commands that start no investigation (runs, report, a refused or finished resume);
+    a run that steps, or is to be killed, stays a real process (``agent``)."""
+    import contextlib
+    import io
+
+    from agent.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    try:
+        os.environ.update({key: str(value) for key, value in (env or {}).items()})
+        os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main([str(arg) for arg in args])
+            except SystemExit as exc:  # argparse: what python -m agent would exit with
+                code = exc.code
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return subprocess.CompletedProcess(["agent", *map(str, args)], code, out.getvalue(), err.getvalue())
+
+
 def agent_in_process(argv: list[str], capsys) -> tuple[int, str, str]:
     """``python -m agent ARGV`` in this process: (exit code, stdout, stderr)."""
     from agent.cli import main

@@ -20,7 +20,7 @@ import pytest
 from agent import runner
 from agent.rundir import RunDir, RunDirError, check_run_id, resolve_run
 from agent.runlog import FORMAT, LOG_NAME, journal_format, read_events
-from conftest import DATA, agent, agent_on_terminal, events, findings, screen_lines
+from conftest import DATA, agent, agent_here, agent_on_terminal, events, findings, screen_lines
 
 TARGET = DATA / "targets" / "other-shapes.yaml"
 
@@ -92,7 +92,7 @@ def test_report_of_a_cut_journal_is_one_line_saying_what_it_proves(other_run, tm
     # cut inside a line: the torn line is not read as an event either
     with open(run / LOG_NAME, "ab") as handle:
         handle.write(b'{"seq": 99, "kind": "fin')
-    assert "no report finding" in _one_line(agent("report", run), 2)
+    assert "no report finding" in _one_line(agent_here("report", run), 2)
 
 
 # -- defect 3: resume of a cut journal --------------------------------------------------------------------
@@ -112,7 +112,7 @@ def test_resume_of_a_cut_journal_goes_on_from_the_last_step_it_proves(other_run,
     rolled = [e for e in events(run) if e["kind"] == "rolled_back"]
     assert rolled and rolled[0]["dropped"] == [f"{i:02d}-{s}" for i, s in enumerate(steps, start=1)
                                                if i > steps.index("options")]
-    assert json.loads(agent("runs", "--runs-dir", run.parent, "--json").stdout)[0]["status"] == "interrupted"
+    assert json.loads(agent_here("runs", "--runs-dir", run.parent, "--json").stdout)[0]["status"] == "interrupted"
     # on a terminal, where a run without a --decide of its own would ask
     done = agent_on_terminal("investigate", "--resume", run)
     asked = done.expect([pexpect.EOF, r"decide \["])
@@ -143,7 +143,7 @@ def _assert_result_block(run: Path, shown: list[str]) -> None:
     assert len(titled) == 1 and set(shown[-1]) == {"="}, shown[-20:]
     assert not any("written from" in line for line in shown[titled[0]:]), shown[-20:]  # said once, by the progress
     rows = {label: value.strip() for label, value in (line.split(":", 1) for line in shown[titled[0] + 1:-1])}
-    listed = json.loads(agent("runs", "--runs-dir", run.parent, "--json").stdout)[0]
+    listed = json.loads(agent_here("runs", "--runs-dir", run.parent, "--json").stdout)[0]
     assert rows["Findings"] == str(listed["findings"])
     assert rows["Goal"].startswith(_report_value(run, "goal |"))
     assert rows["Baseline"].startswith(_report_value(run, "baseline tok/s"))
@@ -152,7 +152,7 @@ def _assert_result_block(run: Path, shown: list[str]) -> None:
     assert rows["Measured speedup"] == "not reached"  # stopped at the ceiling: no rewrite was measured
     assert rows["Report"] == str(run / "PROFILE_FINDINGS.md")
     # --json carries the block's values beside its documented keys
-    obj = json.loads(agent("investigate", "--resume", run, "--json").stdout)
+    obj = json.loads(agent_here("investigate", "--resume", run, "--json").stdout)
     levers = next(f for f in findings(run) if f["step"] == "levers")
     assert obj["findings"] == listed["findings"] == obj["result"]["findings"]
     assert obj["result"]["baseline_tok_s"] == levers["numbers"]["baseline_tok_s"]["value"]
@@ -180,7 +180,7 @@ def test_runs_lists_a_replay_as_a_replay_of_its_run_and_a_diverged_one_as_diverg
     line = next(line for line in listed.stdout.splitlines() if f"(replay of {other_run.name})" in line
                 and "moved" in line)
     assert line.startswith("diverged")
-    assert {r["run"]: r["replay_of"] for r in json.loads(agent("runs", "--runs-dir", runs, "--json").stdout)} == \
+    assert {r["run"]: r["replay_of"] for r in json.loads(agent_here("runs", "--runs-dir", runs, "--json").stdout)} == \
         {"same": other_run.name, "moved": other_run.name}
 
 
@@ -193,19 +193,19 @@ def test_resume_takes_a_run_id_and_refuses_another_target(other_run, tmp_path):
     run = _copy(other_run, runs / other_run.name)
     by_id = agent("investigate", "--resume", run.name, "--runs-dir", runs)
     assert by_id.returncode == 0 and "already finished" in by_id.stdout, by_id.stderr
-    from_env = agent("investigate", "--resume", run.name, cwd=tmp_path, env={"PERF_INVESTIGATOR_RUNS": str(runs)})
+    from_env = agent_here("investigate", "--resume", run.name, cwd=tmp_path, env={"PERF_INVESTIGATOR_RUNS": str(runs)})
     assert from_env.returncode == 0 and "already finished" in from_env.stdout, from_env.stderr
-    assert "no run 'nope'" in _one_line(agent("investigate", "--resume", "nope", "--runs-dir", runs), 2)
+    assert "no run 'nope'" in _one_line(agent_here("investigate", "--resume", "nope", "--runs-dir", runs), 2)
     # what the recorded target fixed is not changed halfway (issue 31: it was silently ignored)
-    budget = _one_line(agent("investigate", "--resume", run.name, "--runs-dir", runs, "--budget", "quick"), 2)
+    budget = _one_line(agent_here("investigate", "--resume", run.name, "--runs-dir", runs, "--budget", "quick"), 2)
     assert "--budget quick" in budget and "keeps it" in budget
-    other = _one_line(agent("investigate", "dsv4-flash", "--resume", run.name, "--runs-dir", runs), 2)
+    other = _one_line(agent_here("investigate", "dsv4-flash", "--resume", run.name, "--runs-dir", runs), 2)
     assert "investigates target other-shapes, not dsv4-flash" in other
-    same = agent("investigate", TARGET, "--resume", run.name, "--runs-dir", runs)
+    same = agent_here("investigate", TARGET, "--resume", run.name, "--runs-dir", runs)
     assert same.returncode == 0 and "already finished" in same.stdout, same.stderr
     changed = tmp_path / "changed.yaml"
     changed.write_text(TARGET.read_text().replace("output_tok_s: 1000", "output_tok_s: 1001", 1))
-    assert "changed since run" in _one_line(agent("investigate", changed, "--resume", run.name, "--runs-dir", runs), 2)
+    assert "changed since run" in _one_line(agent_here("investigate", changed, "--resume", run.name, "--runs-dir", runs), 2)
 
 
 def test_resolve_run_by_path_or_id(tmp_path):
@@ -231,7 +231,7 @@ def test_run_ids_that_are_not_plain_names_are_refused(run_id, tmp_path):
 
 def test_cli_refuses_an_escaping_run_id_before_touching_the_box(tmp_path):
     runs = tmp_path / "a" / "b" / "runs"
-    err = _one_line(agent("investigate", TARGET, "--run-id", "../../escape", "--runs-dir", runs), 2)
+    err = _one_line(agent_here("investigate", TARGET, "--run-id", "../../escape", "--runs-dir", runs), 2)
     assert "not a plain name" in err
     assert not (tmp_path / "a" / "escape").exists() and not (tmp_path / "escape").exists()
 
@@ -275,7 +275,7 @@ def test_a_run_records_its_journal_format_and_an_unknown_one_is_refused_whole(ot
     _set_format(run, FORMAT + 1)
     before = (run / LOG_NAME).read_bytes()
     for argv in (("replay", run, "--out", tmp_path / "replay"), ("report", run), ("investigate", "--resume", run)):
-        err = _one_line(agent(*argv), 2)
+        err = _one_line(agent_here(*argv), 2)
         assert f"journal format {FORMAT + 1}" in err and f"its own is {FORMAT}" in err, err
     assert not (tmp_path / "replay").exists()  # refused before anything was replayed
     assert (run / LOG_NAME).read_bytes() == before  # nor appended to
