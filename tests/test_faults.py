@@ -18,7 +18,7 @@ from pathlib import Path
 import git
 import pytest
 
-from agent import runner
+from agent import redact, runner
 from agent.box.catalog import CATALOG, run_tool
 from agent.box.local import LocalBox
 from agent.config import Target
@@ -27,7 +27,8 @@ from agent.rundir import RunDir
 from agent.runlog import LOG_NAME, JournalWriteError, RunLog, read_events
 from agent.session.live import LiveSession
 from agent.steps.grid import read_grid
-from conftest import DATA, ROOT, agent, events, findings
+from conftest import DATA, ROOT, agent, agent_here, events, findings
+from test_secrets import PROCESS_SECRET, TARGET_SECRET, _everything_in, _planted_target
 from tools import trace
 
 TARGET = DATA / "targets" / "other-shapes.yaml"
@@ -67,12 +68,14 @@ def _sound(run: Path) -> None:
 
 
 def _status(runs: Path) -> str:
-    return json.loads(agent("runs", "--runs-dir", runs, "--json").stdout)[0]["status"]
+    return json.loads(agent_here("runs", "--runs-dir", runs, "--json").stdout)[0]["status"]
 
 
-def _kill_mid_levers(argv: list, run: Path) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "agent", *map(str, argv)], cwd=ROOT, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def _kill_mid_levers(argv: list, run: Path, env: dict, said: Path) -> str:
+    """The run killed with its whole process group while its lever sweep runs; what it printed."""
+    with open(said, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "agent", *map(str, argv)], cwd=ROOT, start_new_session=True,
+                                stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **env})
     deadline = time.monotonic() + 600
     seen = len(events(run))
     while time.monotonic() < deadline and proc.poll() is None:
@@ -85,33 +88,47 @@ def _kill_mid_levers(argv: list, run: Path) -> None:
         pytest.fail(f"the resumed run never reached the lever sweep (exit {proc.poll()})")
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+    return said.read_text()
 
 
 @pytest.mark.slow
 def test_kill_9_at_every_boundary_then_resume_loses_and_duplicates_nothing(other_run, tmp_path):
+    """The battery above, on other-shapes with tests/test_secrets.py's planted secrets (one in the target's
+    environment and pasted into a lever's note, one in the process environment pasted into the description):
+    besides losing and duplicating nothing, the run, killed and resumed at every boundary, leaks neither secret
+    anywhere (its files, its whole git history, what each process printed, its replay) and still replays byte
+    for byte (the whole-run secrets check, tests/test_secrets.py's before, holds on this run)."""
     runs = tmp_path / "runs"
     run = runs / "k"
+    target, secret = _planted_target(tmp_path / "secret-shapes.yaml"), {"SERVICE_API_KEY": PROCESS_SECRET}
+    said = []  # what every process of the run printed
     for attempt, (how, point, given) in enumerate(BATTERY, start=1):
-        argv = (["investigate", TARGET, "--runs-dir", runs, "--run-id", "k"] if attempt == 1 else
+        argv = (["investigate", target, "--runs-dir", runs, "--run-id", "k"] if attempt == 1 else
                 ["investigate", "--resume", "k", "--runs-dir", runs]) + given
         if how == "killpg":
-            _kill_mid_levers(argv, run)
+            said.append(_kill_mid_levers(argv, run, secret, tmp_path / "killed.out"))
             assert _status(runs) == "interrupted" and not (run / "PROFILE_FINDINGS.md").exists()
             calls = [e for e in events(run) if e["kind"] in ("tool_call", "tool_result") and e["step"] == "levers"]
             assert [e["kind"] for e in calls] == ["tool_call"]  # killed inside the call
         elif how == "await":
-            paused = agent(*argv)
+            paused = agent(*argv, env=secret)
+            said.append(paused.stdout + paused.stderr)
             assert paused.returncode == 3, paused.stderr[-3000:]  # awaiting a decision (tools/exitcodes.py)
             assert "awaits a decision" in paused.stdout and "auto would choose" in paused.stdout
             assert _status(runs) == "awaiting-decision"
         else:
             point = f"branch:{len(findings(run))}" if point == AT_DECISION else point
-            out = agent(*argv, env={"PERF_INVESTIGATOR_FAULT": point})
+            out = agent(*argv, env={"PERF_INVESTIGATOR_FAULT": point, **secret})
+            said.append(out.stdout + out.stderr)
             assert out.returncode == -9, (point, out.returncode, out.stdout[-2000:], out.stderr[-3000:])
         assert read_events(run / LOG_NAME)  # whole lines only, every time
-    done = agent("investigate", "--resume", "k", "--runs-dir", runs)
+    done = agent("investigate", "--resume", "k", "--runs-dir", runs, "--json", env=secret)
+    said.append(done.stdout + done.stderr)
     assert done.returncode == 0 and "already finished" in done.stdout, done.stderr[-3000:]
     assert _status(runs) == "done" and (run / "PROFILE_FINDINGS.md").is_file()
+    result = json.loads(done.stdout)  # investigate --json: one object, the README's keys
+    assert result["status"] == "done" and result["exit_code"] == 0 and result["run"] == str(run)
+    assert result["report"] == str(run / "PROFILE_FINDINGS.md") and result["findings"] >= 8
 
     log = events(run)
     assert max(e["attempt"] for e in log) == len(BATTERY)  # the last resume found it finished: no new attempt
@@ -130,8 +147,15 @@ def test_kill_9_at_every_boundary_then_resume_loses_and_duplicates_nothing(other
     _sound(run)  # the run_end kill left the final commit to the last resume
     # the report the resumed run wrote is the one an uninterrupted replay of it writes
     outcome = runner.replay(run, tmp_path / "replay")
-    assert outcome.exit_code == 0, outcome.message
+    assert outcome.exit_code == 0 and outcome.status == "done", outcome.message
     assert (tmp_path / "replay" / "PROFILE_FINDINGS.md").read_bytes() == (run / "PROFILE_FINDINGS.md").read_bytes()
+    # no planted secret anywhere: the run, its history, what it printed, its replay
+    everything = _everything_in(run)
+    assert b"PROFILE_FINDINGS.md" in everything and len(everything) > 100_000  # the grep saw the run
+    assert TARGET_SECRET.encode() not in everything and PROCESS_SECRET.encode() not in everything
+    assert redact.PLACEHOLDER.encode() in (run / "log.jsonl").read_bytes()
+    assert not [text for text in said if PROCESS_SECRET in text or TARGET_SECRET in text]
+    assert TARGET_SECRET.encode() not in _everything_in(tmp_path / "replay")
 
 
 def test_a_held_fault_point_writes_its_pid_and_fails_when_nothing_signals_it(tmp_path, monkeypatch):

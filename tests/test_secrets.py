@@ -1,6 +1,8 @@
 """Secrets: values of secret-looking environment variables (the target's and the process's) never
 reach the journal, a recorded command line, a finding, an artifact, the checkpoint, the report or
-the run's git history; the box still gets the real values."""
+the run's git history; the box still gets the real values. The whole-run check (a run with planted secrets
+leaks none anywhere, and replays byte for byte) is the kill battery's run (tests/test_faults.py), which carries
+them through every kill and resume: one investigation fewer in the suite."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from agent.rundir import RunDir
 from agent.runlog import RunLog, read_events
 from agent.session.live import LiveSession
 
-from conftest import DATA, ROOT, agent, only_run
+from conftest import DATA, ROOT
 
 TARGET_SECRET = "hf_PLANTEDtargetSECRET0123456789"
 PROCESS_SECRET = "sk-PLANTEDprocessSECRET9876543210"
@@ -159,29 +161,3 @@ def _everything_in(run: Path) -> bytes:
     blobs.append(subprocess.run([*git, "log", "-p", "--all", "--format=%H %an %ad %B"], capture_output=True, check=True).stdout)
     blobs.append(subprocess.run([*git, "cat-file", "--batch-all-objects", "--batch"], capture_output=True, check=True).stdout)
     return b"\n".join(blobs)
-
-
-@pytest.mark.slow
-def test_a_whole_run_leaks_no_planted_secret(tmp_path):
-    """A secret in the target's environment (and pasted into its notes), and one in the process
-    environment the box passes (pasted into the description): none appears anywhere in the run,
-    and the run still replays byte for byte."""
-    target = _planted_target(tmp_path / "secret-shapes.yaml")
-    runs = tmp_path / "runs"
-    out = agent("investigate", target, "--runs-dir", runs, "--decide", "stop", "--budget", "quick", "--json",
-                env={"SERVICE_API_KEY": PROCESS_SECRET})
-    assert out.returncode == 0, out.stderr[-3000:]
-    run = only_run(runs)
-    result = json.loads(out.stdout)  # investigate --json: one object, the README's keys
-    assert result["status"] == "done" and result["exit_code"] == 0 and result["run"] == str(run)
-    assert result["report"] == str(run / "PROFILE_FINDINGS.md") and result["findings"] >= 8
-    everything = _everything_in(run)
-    assert b"PROFILE_FINDINGS.md" in everything and len(everything) > 100_000  # the grep saw the run
-    assert TARGET_SECRET.encode() not in everything
-    assert PROCESS_SECRET.encode() not in everything
-    assert redact.PLACEHOLDER.encode() in (run / "log.jsonl").read_bytes()
-    assert PROCESS_SECRET not in out.stdout + out.stderr and TARGET_SECRET not in out.stdout + out.stderr
-    replay = agent("replay", run, "--out", tmp_path / "replay", "--json")
-    assert replay.returncode == 0, replay.stderr[-3000:]
-    assert json.loads(replay.stdout)["status"] == "done"
-    assert TARGET_SECRET.encode() not in _everything_in(tmp_path / "replay")
