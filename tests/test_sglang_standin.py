@@ -204,6 +204,33 @@ def test_it_says_it_is_a_stand_in_and_answers_sglangs_info_routes(server, tokeni
     assert get(server.url + "/no_such_route")[0] == 404
 
 
+REAL = json.loads((ROOT / "tests" / "data" / "real-sglang-0517-h100" / "smoke.json").read_text())
+
+
+def test_generate_answers_with_the_fields_the_real_server_sent(server):
+    # the smoke's request to the real 0.5.17 server (scripts/real_sglang/smoke.py), sent to the stand-in
+    status, body, _ = post(server.url + "/generate", {"input_ids": list(range(100, 116)),
+                                                      "sampling_params": {"max_new_tokens": 8, "temperature": 0}})
+    out = json.loads(body)
+    assert status == 200 and list(out["meta_info"]) == list(REAL["generate"]["meta_info"])
+    # the real server ran with --skip-tokenizer-init, which sends ids only; this stand-in has a tokenizer
+    assert set(REAL["generate"]) == {"output_ids", "meta_info"} and set(out) == {"text", "output_ids", "meta_info"}
+    assert out["meta_info"]["finish_reason"] == REAL["generate"]["meta_info"]["finish_reason"]
+
+
+def test_with_skip_tokenizer_init_generate_sends_ids_only():
+    from types import SimpleNamespace
+
+    from tools.engines.sglang_standin import generate
+    from tools.engines.sglang_standin.scheduler import Request
+
+    req = Request(prompt_len=16, max_new_tokens=2, output_ids=[7, 8])
+    req.finished_at = req.created
+    for skip, keys in ((True, {"output_ids", "meta_info"}), (False, {"text", "output_ids", "meta_info"})):
+        app = SimpleNamespace(args=SimpleNamespace(skip_tokenizer_init=skip), vocab=SimpleNamespace(text=str))
+        assert set(generate._native_out(app, req, 2, True)) == keys
+
+
 def test_generate_streams_cumulative_text_and_meta_info_then_done_as_sglang_does(server):
     status, raw, ctype = post(server.url + "/generate", {"input_ids": [5, 6, 7], "stream": True, "model": None,
                                                          "sampling_params": {"max_new_tokens": 5, "ignore_eos": True}})
@@ -289,6 +316,7 @@ def test_profile_by_stage_writes_an_extend_and_a_decode_trace_named_as_sglang_0_
     body = {"output_dir": str(tmp_path), "num_steps": 3, "activities": ["CPU", "GPU"], "with_stack": True,
             "profile_by_stage": True}
     assert post(server.url + "/start_profile", body) == (200, b"Start profiling.\n", "text/plain; charset=utf-8")
+    assert REAL["profile"]["answer"]["text"] == "Start profiling.\n"  # what the real 0.5.17 server answered
     assert post(server.url + "/start_profile", body)[0] == 500  # one at a time, as SGLang
     post(server.url + "/generate", {"input_ids": [1, 2], "sampling_params": {"max_new_tokens": 8}})
     files = wait_files(tmp_path, 2)

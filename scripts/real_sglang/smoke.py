@@ -113,6 +113,12 @@ def _client(server, target: dict, out: Path, env: dict) -> dict:
             "tail": (proc.stderr or proc.stdout)[-800:] if proc.returncode else ""}
 
 
+def keep(out: Path, result: dict) -> None:
+    """smoke.json as far as the smoke got: a command killed at the device's time limit (the first launch on a
+    fresh machine compiles DeepGEMM's kernels for minutes) still returns what its stages found."""
+    (out / "smoke.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
+
+
 def run(out: Path, health_timeout: float, with_client: bool) -> dict:
     from tools.engines.sglang.server import RunFailed, Server, install_handlers
 
@@ -126,6 +132,7 @@ def run(out: Path, health_timeout: float, with_client: bool) -> dict:
         result["check"] = _check(env, out)
     except Exception as exc:  # the agent's own modules need pydantic and PyYAML: the carry brings the first
         result["check"] = {"error": f"{type(exc).__name__}: {exc}"}
+    keep(out, result)
     args = ["--model-path", server_spec["model_path"], "--load-format", server_spec["load_format"],
             *server_spec["args"]]
     server = Server.launch([sys.executable, "-m", "sglang.launch_server"], args, env, "127.0.0.1",
@@ -136,6 +143,8 @@ def run(out: Path, health_timeout: float, with_client: bool) -> dict:
         except RunFailed as exc:
             result["launch"] = {"ok": False, "kind": exc.kind, "error": str(exc), "last_error": server.last_error()}
             return result
+        finally:
+            keep(out, result)
         for stage, call in (("generate", lambda: _generate(server.url, 8)), ("profile", lambda: _profile(server.url, out)),
                             ("client", lambda: _client(server, target, out, env) if with_client else {"skipped": True})):
             started = time.monotonic()
@@ -144,6 +153,7 @@ def run(out: Path, health_timeout: float, with_client: bool) -> dict:
             except Exception as exc:  # a stage's failure is its result; the next stage still runs
                 result[stage] = {"error": f"{type(exc).__name__}: {exc}"}
             result[stage + "_s"] = round(time.monotonic() - started, 1)
+            keep(out, result)
         return result
     finally:
         result["server_exit"] = server.stop()
@@ -158,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     with_client = not args.no_client and importlib.util.find_spec("datasets") is not None
     result = run(args.out.resolve(), args.health_timeout, with_client)
-    (args.out / "smoke.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
+    keep(args.out, result)
     print(json.dumps(result, default=str)[:6000])
     return 0 if result.get("launch", {}).get("ok") else 1
 

@@ -24,7 +24,8 @@ DEFAULT_RULES: tuple[tuple[str, str], ...] = (
     ),
     (
         "attention",
-        r"attn|attention|flash|fmha|\bmha|mla|sdpa|scaled_dot_product|sparse_decode|paged|"
+        # FlashInfer's RMSNorm (flashinfer::norm::) is a norm, not attention
+        r"attn|attention|flash(?!infer::norm)|fmha|\bmha|mla|sdpa|scaled_dot_product|sparse_decode|paged|"
         r"_fwd_(grouped_)?kernel_stage|merge_state|decode_kernel|"
         # the split-K rewrite's kernels (tools/kernels/sparse_mla_decode.py), by their exact names
         r"^_split_(dhalf_)?kernel(_ws|_sm90|_sm120)?$|^_combine_kernel$",
@@ -39,6 +40,9 @@ DEFAULT_RULES: tuple[tuple[str, str], ...] = (
         r"elementwise|reduce|norm|softmax|silu|gelu|relu|act_and_mul|rotary|rope|topk|sort|"
         r"index|gather|scatter|(^|_|::)cat(_|$|\b)|catarray|fill|copy|where|cumsum|argmax|sample|"
         r"triton_(poi|red|per)_|"
+        # DeepSeek-V4's hyper-connection mixing (TileLang's mhc_pre/mhc_post, the _hc_head kernel) and the
+        # activations' FP8 group quantization, as the real sglang 0.5.17 server's decode trace names them
+        r"(^|_)mhc_|^_hc_head_kernel$|per_token_group_quant|"
         r"^aten::(add|sub|mul|div|neg|exp|log|pow|sqrt|rsqrt|abs|sum|mean|amax|max|min|sigmoid|tanh|clamp\w*)_?$",
     ),
 )

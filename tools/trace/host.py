@@ -3,7 +3,7 @@
 On a CPU box the reference engine's work is aten ops and record_function ranges named after the
 Triton kernels they wrap (run by the Triton interpreter); the outermost range on a thread is one
 unit of work and its duration is wall time on the CPU, nested ranges are already inside it.
-ProfilerStep#N and the profiler's own ranges are not work: they are skipped, so their children are
+ProfilerStep#N (SGLang's ``step[DECODE bs=N]`` spans alike) and the profiler's own ranges are not work: they are skipped, so their children are
 the outermost ranges. A gloo collective's two ranges (the caller's enqueue, gloo's worker) are one unit.
 """
 
@@ -14,7 +14,12 @@ import re
 import numpy as np
 
 HOST_RANGE_CATEGORIES = frozenset({"cpu_op", "user_annotation"})
-PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
+# SGLang's scheduler profiles without a schedule, so its traces have no ProfilerStep#N: each forward step is a
+# record_function span named by srt/utils/profile_utils.py build_step_span_name ("step[DECODE bs=4]", with
+# " toks=N" for EXTEND and detailed annotations after it), on the host and, as gpu_user_annotation, on every
+# stream the step's kernels ran on (the real 0.5.17 server's traces, tests/data/real-sglang-0517-h100).
+SGLANG_STEP = re.compile(r"^step\[[A-Z_]+ bs=\d+[^\]]*\]$")
+PROFILER_STEP = re.compile(r"^(ProfilerStep#\d+|step\[[A-Z_]+ bs=\d+[^\]]*\])$")
 # A record_function range marking an operation (several kernels: a wrapper with its epilogue), as
 # the reference engine names the attention call ("op:sparse_decode"): not one unit of work, so the
 # kernels inside it stay the outermost ranges; tools.trace.ops attributes them to it.
@@ -27,7 +32,7 @@ _ABUT_TOLERANCE_US = 5e-4
 
 
 def is_work_range(name: str) -> bool:
-    """False for ProfilerStep#N, profiler-internal ranges and operation ranges (``op:NAME``)."""
+    """False for ProfilerStep#N and SGLang's step spans, profiler-internal ranges and operation ranges (``op:NAME``)."""
     return not (PROFILER_STEP.match(name) or _PROFILER_INTERNAL.match(name) or name.startswith(OPERATION_PREFIX))
 
 

@@ -43,6 +43,16 @@ FAMILIES: tuple[tuple[str, str], ...] = (
     (r"^void at::native::(bitonic|radix)SortKVInPlace<", "PyTorch sort"),
     (r"^void at::native::_scatter_gather_elementwise_kernel<", "PyTorch scatter/gather"),
     (r"cub::detail::scan::DeviceScan\w*Kernel<", "CUB scan"),
+    # the real sglang 0.5.17 server's DeepSeek-V4 decode on sm_90 (tests/data/real-sglang-0517-h100): FlashMLA's
+    # and DeepGEMM's kernels, by their namespaces and kernel names as their sources spell them
+    (r"::flash_fwd_splitkv_mla_fp8_sparse_kernel<", "FlashMLA sparse decode (fp8 KV cache)"),
+    (r"::flash_fwd_mla_combine_kernel<", "FlashMLA split-KV combine"),
+    (r"^void deep_gemm::sm90_fp8_paged_mqa_logits<", "DeepGEMM indexer logits (fp8, paged MQA)"),
+    (r"^void deep_gemm::sm90_tf32_hc_prenorm_gemm_impl<", "DeepGEMM hyper-connection pre-norm GEMM (tf32)"),
+    (r"^void deep_gemm::sm90_fp8_gemm_\w+<", "DeepGEMM GEMM (fp8)"),
+    (r"::per_token_group_quant\w*<", "activation FP8 group quantization"),
+    (r"^void flashinfer::norm::RMSNormKernel<", "FlashInfer RMSNorm"),
+    (r"^void moe_align_block_size\w*<", "MoE token alignment to expert blocks"),
 )
 
 # Element types as C++ spells them (PyTorch, CUTLASS, CUDA) and as a GMMA atom does (F32BF16BF16: C, A, B).

@@ -20,7 +20,7 @@ import numpy as np
 from .categories import DEFAULT_RULES, categorizer
 from .events import iter_record_batches
 from .ranks import rank_from_filename, rank_from_metadata, rank_sort_key
-from .steps import step_number
+from .steps import numbered, step_number
 from .summary import DEVICE_CATEGORIES
 
 COMMUNICATION = "communication"
@@ -92,7 +92,7 @@ def _length(intervals: list[tuple[float, float]]) -> float:
 def _read(path: str):
     """Device events (start, duration, name, stream) and device ProfilerStep ranges of one file, and its metadata."""
     metadata: dict = {}
-    kernels, steps, streams = [], {}, set()
+    kernels, ranges, streams = [], [], set()
     for batch in iter_record_batches(path, metadata):
         for event in batch:
             if event.ph != "X" or event.ts is None or event.dur is None:
@@ -103,8 +103,11 @@ def _read(path: str):
             elif event.cat == "gpu_user_annotation":
                 number = step_number(event.name)
                 if number is not None:
-                    lo, hi = steps.get(number, (event.ts, event.ts + event.dur))
-                    steps[number] = (min(lo, event.ts), max(hi, event.ts + event.dur))
+                    ranges.append((number, float(event.ts), float(event.dur)))
+    steps: dict[int, tuple[float, float]] = {}
+    for number, ts, dur in numbered(ranges):
+        lo, hi = steps.get(number, (ts, ts + dur))
+        steps[number] = (min(lo, ts), max(hi, ts + dur))
     return kernels, steps, len(streams), metadata
 
 

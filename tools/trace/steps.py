@@ -4,7 +4,8 @@ The profiler ends a step with a host sync and ``prof.step()``; the device waits 
 the next step's first kernel. That idle is the profiler's, not the workload's: a step's time T read
 from a trace must leave it out. Kernels are assigned to the step whose range holds their start
 (the device-side ``gpu_user_annotation`` ranges on GPU traces, which span exactly their step's
-kernels; the host-side ranges for host "kernels" on CPU-only traces).
+kernels; the host-side ranges for host "kernels" on CPU-only traces). SGLang's ``step[DECODE bs=N]`` spans carry
+no number: ``numbered`` numbers them in time order, the ranges that overlap (one a stream) being one step.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .host import SGLANG_STEP
 from .records import StepWindow
 from .timeline import timeline
 
 STEP_NUMBER = re.compile(r"^ProfilerStep#(\d+)$")
+UNNUMBERED = -1  # an SGLang step span, numbered by ``numbered`` once all of a file's are read
 # Kineto's timestamps carry nanosecond decimals; a kernel starting exactly at its step's start can
 # read a fraction of a nanosecond early once both are floats.
 _TOLERANCE_US = 5e-3
@@ -41,11 +44,30 @@ class StepTimes:
 
 
 def step_number(name: object) -> int | None:
-    """N of a ``ProfilerStep#N`` name, else None."""
+    """N of a ``ProfilerStep#N`` name, UNNUMBERED for an SGLang step span, else None."""
     if not isinstance(name, str):
         return None
     match = STEP_NUMBER.match(name)
-    return int(match.group(1)) if match else None
+    if match:
+        return int(match.group(1))
+    return UNNUMBERED if SGLANG_STEP.match(name) else None
+
+
+def numbered(steps: list[tuple[int, float, float]]) -> list[tuple[int, float, float]]:
+    """Step ranges ``[(N, ts, dur), ...]`` with every one numbered: ProfilerStep#N's own numbers where there are
+    any (a trace with both keeps the profiler's), else the SGLang spans in time order, ranges that overlap in
+    time being one step's (its streams'; steps follow one another on the device)."""
+    own = [s for s in steps if s[0] != UNNUMBERED]
+    if own or not steps:
+        return own
+    out, number, end = [], -1, -math.inf
+    for _, ts, dur in sorted(steps, key=lambda s: s[1]):
+        if ts > end + _TOLERANCE_US:
+            number, end = number + 1, ts + dur
+        else:
+            end = max(end, ts + dur)
+        out.append((number, ts, dur))
+    return out
 
 
 def step_times(starts, durations, steps: list[tuple[int, float, float]]) -> StepTimes | None:
@@ -54,6 +76,7 @@ def step_times(starts, durations, steps: list[tuple[int, float, float]]) -> Step
     last earlier step that had kernels. None when there are no step ranges or no kernels."""
     s = np.asarray(starts, dtype=np.float64)
     d = np.asarray(durations, dtype=np.float64)
+    steps = numbered(steps)
     if not steps or s.size == 0:
         return None
     # A step the device ran on several streams (a CUDA graph that forks) has one range per stream:

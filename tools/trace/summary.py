@@ -171,7 +171,7 @@ def read_rank_events(path: str | Path) -> tuple[int, dict, dict[str | None, Rank
                     raise TraceFormatError(f"{path}: host event {count} ({name!r}) lacks a numeric ts/dur") from exc
                 ranges[2].append(name_id)
             elif cat == GPU_ANNOTATION:
-                if isinstance(event.name, str) and event.name.startswith("ProfilerStep#"):
+                if step_number(event.name) is not None:
                     _add_step(acc.gpu_steps, pid, event.name, event, path, count)
             elif cat in RUNTIME_CATEGORIES:
                 acc.runtime_calls += 1

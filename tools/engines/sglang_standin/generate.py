@@ -83,17 +83,25 @@ def _prompt_len(app, prompt) -> int | None:
 def _meta(req, count: int, finished: bool) -> dict:
     # a prefill server finishes its requests with length 0 (sglang srt/disaggregation/prefill.py)
     length = 0 if req.prefill_only else count
+    # the keys, in the order, of the real 0.5.17 server's answer (tests/data/real-sglang-0517-h100/smoke.json);
+    # 0.5.23's tokenizer_manager.py sets the same (dp_rank from the scheduler's dp_ranks, None without DP
+    # attention; response_sent_to_client_ts on the last, wall-clock seconds)
     meta = {"id": req.rid, "finish_reason": {"type": "length", "length": length} if finished else None,
             "prompt_tokens": req.prompt_len, "weight_version": "default", "num_retractions": 0,
-            "reasoning_tokens": 0, "completion_tokens": count, "cached_tokens": 0}
+            "reasoning_tokens": 0, "completion_tokens": count, "cached_tokens": 0, "cached_tokens_details": None,
+            "dp_rank": None}
     if finished:
         meta["e2e_latency"] = req.e2e_latency()
+        meta["response_sent_to_client_ts"] = time.time()
     return meta
 
 
 def _native_out(app, req, count: int, finished: bool) -> dict:
     ids = req.output_ids[:count]
-    return {"text": app.vocab.text(ids), "output_ids": ids, "meta_info": _meta(req, count, finished)}
+    out = {"output_ids": ids, "meta_info": _meta(req, count, finished)}
+    # with --skip-tokenizer-init SGLang sends token ids only (BatchTokenIDOutput, no detokenizer), as the real
+    # 0.5.17 server answered
+    return out if app.args.skip_tokenizer_init else {"text": app.vocab.text(ids), **out}
 
 
 def native(app, body) -> Reply | Stream:

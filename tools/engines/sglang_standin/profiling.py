@@ -16,6 +16,14 @@ num_steps decode steps. Starts and stops fall between iterations: with --num-con
 trace holds up to N - 1 steps past num_steps, as SGLang's does. with_stack and record_shapes default to
 true unless the request or SGLANG_PROFILE_WITH_STACK / SGLANG_PROFILE_RECORD_SHAPES say false
 (tokenizer_control_mixin.py:405-415).
+
+Where the stand-in's traces still differ from a real server's (the real sglang 0.5.17's decode trace,
+tests/data/real-sglang-0517-h100): the stand-in's profiler has a schedule, so its steps are ``ProfilerStep#N``
+ranges that run from one step() to the next and hold the scheduler's host work; SGLang's has none, and marks
+each forward step with a ``step[DECODE bs=N]`` span (profile_utils.py build_step_span_name) that holds the
+forward only. tools.trace reads both. Marking the stand-in's steps as SGLang does puts its planted scheduler
+overhead outside the steps, and the SGLang investigation's ceiling then fails (the dominant range's time
+exceeds the steps' total): the agent's handling of host work outside the steps comes first (issue #34's note).
 """
 
 from __future__ import annotations

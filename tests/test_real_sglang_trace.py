@@ -1,0 +1,75 @@
+"""The real sglang 0.5.17 server's recordings (issue #34; tests/data/real-sglang-0517-h100, from an H100 on
+2026-12-07, its README says how): its decode trace read by tools.trace, and the stand-in's trace names held to it.
+The stand-in's /generate fields and profile answer are held to the same recording in tests/test_sglang_standin.py."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from tools.engines.sglang_standin import profiling
+from tools.trace import summarize
+from tools.trace.categories import categorizer
+from tools.trace.steps import UNNUMBERED, numbered
+
+DATA = Path(__file__).resolve().parent / "data" / "real-sglang-0517-h100"
+TRACE = next(DATA.glob("*-DECODE.trace.json.gz"))
+SMOKE = json.loads((DATA / "smoke.json").read_text())
+
+
+def test_the_real_decode_traces_steps_are_sglangs_step_spans():
+    summary = summarize([TRACE])
+    merged = summary.merged
+    assert summary.kind == "gpu"
+    # three decode steps at batch 4 (the smoke's profile: num_steps 3 under 4 requests), each a step[DECODE bs=4]
+    # span on the host and on every stream its CUDA graph forked to, and no ProfilerStep#N in the file
+    assert merged.steps == 3 and [w.step for w in merged.step_windows] == [0, 1, 2]
+    assert merged.cuda_graph.launches == 3 and merged.cuda_graph.launches_with_kernels == 3
+    # the windows hold the steps' kernels: in them and outside them is all the kernel time
+    inside = math.fsum(w.kernel_time_us for w in merged.step_windows)
+    assert math.isclose(inside + merged.outside_steps_us, merged.kernel_time_us, rel_tol=1e-9)
+    assert merged.outside_steps_us < 0.1 * merged.kernel_time_us
+    assert merged.in_step_window_us < merged.window_us
+
+
+def test_numbered_makes_one_step_of_a_steps_streams_and_keeps_the_profilers_numbers():
+    spans = [(UNNUMBERED, 10.0, 5.0), (UNNUMBERED, 0.0, 4.0), (UNNUMBERED, 1.0, 2.0), (UNNUMBERED, 10.5, 1.0)]
+    assert numbered(spans) == [(0, 0.0, 4.0), (0, 1.0, 2.0), (1, 10.0, 5.0), (1, 10.5, 1.0)]
+    assert numbered([(3, 0.0, 1.0), (UNNUMBERED, 5.0, 1.0)]) == [(3, 0.0, 1.0)]
+    assert numbered([]) == []
+
+
+def test_the_real_servers_kernels_fall_in_their_categories():
+    merged = summarize([TRACE]).merged
+    names = {k.name for k in merged.kernels}
+    category = categorizer()
+
+    def of(fragment: str) -> str:
+        return category(next(n for n in names if fragment in n))
+
+    assert of("flashinfer::norm::RMSNormKernel") == "elementwise/reduce"  # "flash" alone read it as attention
+    assert of("flash_fwd_splitkv_mla_fp8_sparse_kernel") == "attention"  # FlashMLA's sparse FP8 decode
+    assert of("flash_fwd_mla_combine_kernel") == "attention"
+    for fragment in ("mhc_pre_big_fuse_with_norm_tilelang_kernel", "mhc_post_tilelang_kernel", "_hc_head_kernel",
+                     "per_token_group_quant_flat_kernel"):
+        assert of(fragment) == "elementwise/reduce", fragment
+    assert of("deep_gemm::sm90_fp8_gemm_1d2d_impl") == "gemm/moe"
+    assert merged.categories["other"] < 0.02 * merged.kernel_time_us
+
+
+def test_the_standin_names_its_traces_as_the_real_server_did():
+    traces = SMOKE["profile"]["traces"]
+    assert {t["stage"] for t in traces} == {"DECODE", "EXTEND"}
+    for trace in traces:
+        name = Path(trace["name"]).name
+        assert profiling.trace_name(trace["profile_id"], None, trace["tp"], 1, trace["stage"].lower()) == name
+
+
+def test_the_real_servers_long_kernel_names_are_named_by_meaning():
+    from tools.trace.kernel_names import kernel_names
+
+    meanings = {entry["meaning"] for entry in kernel_names([TRACE]).values()}
+    assert {"FlashMLA sparse decode (fp8 KV cache)", "FlashMLA split-KV combine", "DeepGEMM GEMM (fp8)",
+            "DeepGEMM indexer logits (fp8, paged MQA)", "DeepGEMM hyper-connection pre-norm GEMM (tf32)",
+            "activation FP8 group quantization", "FlashInfer RMSNorm"} <= meanings
