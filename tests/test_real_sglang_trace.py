@@ -73,3 +73,17 @@ def test_the_real_servers_long_kernel_names_are_named_by_meaning():
     assert {"FlashMLA sparse decode (fp8 KV cache)", "FlashMLA split-KV combine", "DeepGEMM GEMM (fp8)",
             "DeepGEMM indexer logits (fp8, paged MQA)", "DeepGEMM hyper-connection pre-norm GEMM (tf32)",
             "activation FP8 group quantization", "FlashInfer RMSNorm"} <= meanings
+
+
+def test_a_binary_kernels_launch_configuration_comes_from_the_trace():
+    from tools.trace.launches import LaunchConfig, launch_configs
+
+    kernels = summarize([TRACE]).merged.kernels
+    kernel = next(k.name for k in kernels if "flash_fwd_splitkv_mla_fp8_sparse_kernel" in k.name)
+    (config,) = launch_configs(TRACE, kernel)
+    # FlashMLA's sparse decode (a binary in sgl_kernel: no source to read its grid from) as CUPTI recorded it:
+    # one CTA of 384 threads on each of the H100's 132 SMs, once per layer (4) a step (3)
+    assert (config.grid, config.block, config.registers_per_thread, config.shared_memory_bytes) == (
+        (1, 1, 132), (384, 1, 1), 168, 208896)
+    assert config.launches == 12 and config.median_us > 0
+    assert launch_configs(TRACE, "no such kernel") == [] and isinstance(config, LaunchConfig)

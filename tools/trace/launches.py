@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
 
-from tools.trace.events import iter_record_batches
+from tools.trace.events import iter_events, iter_record_batches
 
 
 @dataclass(frozen=True)
@@ -53,3 +53,36 @@ def longest_position(durations: list[float], steps: int) -> Position | None:
     total = sum(durations)
     share = sum(sum(durations[i::per_step]) for i in alike) / total if total else 0.0
     return Position(alike[0], per_step, medians[alike[0]], medians, alike, share)
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """One launch configuration of a kernel as the profiler recorded it (CUPTI's kernel record)."""
+
+    grid: tuple[int, ...]
+    block: tuple[int, ...]
+    registers_per_thread: int | None
+    shared_memory_bytes: int | None
+    launches: int
+    median_us: float
+
+
+def launch_configs(path: str | Path, kernel: str) -> list[LaunchConfig]:
+    """The launch configurations of ``kernel`` (exact name) in a trace, from its kernel events' args (``grid``,
+    ``block``, ``registers per thread``, ``shared memory``, as PyTorch's profiler copies them from CUPTI): one
+    entry a distinct configuration, with its launches and their median duration, most launches first. What a
+    kernel without source says of its grid (FlashMLA inside a wheel, on sm_90): the real sglang 0.5.17 server's
+    sparse decode ran grid (1, 1, 132), one CTA an SM, 384 threads. Launches without a grid are left out."""
+    found: dict[tuple, list[float]] = {}
+    for event in iter_events(path):
+        args = event.get("args")
+        if event.get("cat") != "kernel" or event.get("name") != kernel or not isinstance(args, dict):
+            continue
+        grid, block = args.get("grid"), args.get("block")
+        if not (isinstance(grid, list) and isinstance(block, list)):
+            continue
+        key = (tuple(grid), tuple(block), args.get("registers per thread"), args.get("shared memory"))
+        found.setdefault(key, []).append(float(event.get("dur") or 0.0))
+    configs = [LaunchConfig(grid, block, regs, smem, len(durs), median(durs))
+               for (grid, block, regs, smem), durs in found.items()]
+    return sorted(configs, key=lambda c: (-c.launches, c.grid, c.block))
