@@ -22,7 +22,7 @@ from tools import exitcodes
 from agent.cli import decision_prompt, make_ask, valid_choices
 from agent.progress import LiveProgress, PlainProgress
 
-from conftest import DATA, ROOT, agent, agent_in_process, agent_on_terminal, events, only_run, screen_lines
+from conftest import DATA, ROOT, agent, agent_here, agent_in_process, agent_on_terminal, events, only_run, screen_lines
 
 FORMS = DATA / "kernel-source-launch-forms"
 GATES_TREE = DATA / "gates-synthetic" / "fakeengine"
@@ -108,7 +108,7 @@ def test_ctrl_c_on_a_terminal_keeps_the_step_line_and_ends_in_one_calm_line(tmp_
                         lines[-1]), lines[-3:]
     assert lines[-1].endswith("(it keeps the run's --decide stop)")  # what a resume needs no flag for
     assert re.fullmatch(r"\s*[0-9.]+s levers: interrupted", lines[-2]), lines[-3:]  # the step in progress stays
-    status = json.loads(agent("runs", "--runs-dir", runs, "--json").stdout)
+    status = json.loads(agent_here("runs", "--runs-dir", runs, "--json").stdout)
     assert status[0]["status"] == "interrupted"
 
 
@@ -183,7 +183,7 @@ def test_report_and_replay_json_on_a_finished_run(dsv4_run, tmp_path, capsys):
     obj = json.loads(out)
     assert set(obj) == ENVELOPE | {"run", "out", "html", "markdown"}
     assert obj["markdown"] == (dsv4_run / "PROFILE_FINDINGS.md").read_text()
-    replayed = agent("replay", dsv4_run, "--out", tmp_path / "replay", "--json")
+    replayed = agent_here("replay", dsv4_run, "--out", tmp_path / "replay", "--json")
     assert replayed.returncode == 0, replayed.stderr[-2000:]
     obj = json.loads(replayed.stdout)
     assert set(obj) == ENVELOPE | {"run", "report", "findings", "headline", "commits"}

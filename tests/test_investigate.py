@@ -9,7 +9,7 @@ import pytest
 
 from agent import runner
 from agent.config import load_target
-from conftest import DATA, agent, events, finding, findings
+from conftest import DATA, agent, agent_here, events, finding, findings
 from reports.format import cell, fmt_spread
 
 pytestmark = pytest.mark.slow
@@ -87,7 +87,7 @@ def test_one_commit_per_finding(dsv4_run):
 
 
 def test_replay_is_byte_identical(dsv4_run, tmp_path):
-    out = agent("replay", dsv4_run, "--out", tmp_path / "replay")
+    out = agent_here("replay", dsv4_run, "--out", tmp_path / "replay")
     assert out.returncode == 0, out.stderr
     replayed = tmp_path / "replay"
     assert [c.hexsha for c in _commits(replayed)] == [c.hexsha for c in _commits(dsv4_run)]
@@ -216,13 +216,13 @@ def _one_line_error(out: subprocess.CompletedProcess) -> str:
 
 def test_bad_input_is_one_line_and_leaves_no_run(tmp_path):
     runs = tmp_path / "runs"
-    assert "unknown target" in _one_line_error(agent("investigate", "no-such-target", "--runs-dir", runs))
+    assert "unknown target" in _one_line_error(agent_here("investigate", "no-such-target", "--runs-dir", runs))
     broken = tmp_path / "broken.yaml"
     broken.write_text("name: x\ngoal: {output_tok_s: 1000\n")
-    assert "malformed YAML" in _one_line_error(agent("investigate", broken, "--runs-dir", runs))
+    assert "malformed YAML" in _one_line_error(agent_here("investigate", broken, "--runs-dir", runs))
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    assert "cannot be created" in _one_line_error(agent("investigate", "dsv4-flash", "--runs-dir", blocker / "runs"))
+    assert "cannot be created" in _one_line_error(agent_here("investigate", "dsv4-flash", "--runs-dir", blocker / "runs"))
     assert not runs.exists() or not any(runs.iterdir())
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, agent, finding, findings, only_run
+from conftest import ROOT, agent_here, finding, findings, only_run
 
 pytestmark = pytest.mark.slow
 
@@ -108,7 +108,7 @@ def test_gates_read_the_boxs_installed_sglang(sglang_run):
 
 
 def test_the_sglang_run_replays_byte_for_byte(sglang_run, tmp_path):
-    out = agent("replay", sglang_run, "--out", tmp_path / "replay")
+    out = agent_here("replay", sglang_run, "--out", tmp_path / "replay")
     assert out.returncode == 0, out.stderr[-3000:]
     assert (tmp_path / "replay" / "PROFILE_FINDINGS.md").read_bytes() == (sglang_run / "PROFILE_FINDINGS.md").read_bytes()
 

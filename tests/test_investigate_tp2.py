@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from conftest import agent, finding
+from conftest import agent_here, finding
 
 pytestmark = pytest.mark.slow
 
@@ -47,7 +47,7 @@ def test_ep_and_tp_levers_measured_and_nccl_levers_not_applicable_to_gloo(tp2_ru
 
 
 def test_tp2_run_replays_byte_for_byte(tp2_run, tmp_path):
-    out = agent("replay", tp2_run, "--out", tmp_path / "replay")
+    out = agent_here("replay", tp2_run, "--out", tmp_path / "replay")
     assert out.returncode == 0, out.stderr[-3000:]
     assert (tmp_path / "replay" / "PROFILE_FINDINGS.md").read_bytes() == (tp2_run / "PROFILE_FINDINGS.md").read_bytes()
     for path in (tp2_run / "findings").iterdir():

@@ -21,7 +21,7 @@ from agent.steps import round2 as r2
 from schema.finding import Finding
 from tools import trace
 
-from conftest import DATA, agent, finding, findings
+from conftest import DATA, agent_here, finding, findings
 
 FIXTURE = DATA / "round2-cpu"
 
@@ -212,5 +212,5 @@ def test_round2_in_a_whole_investigation_and_its_replay(dsv4_run, tmp_path):
     report = (dsv4_run / "PROFILE_FINDINGS.md").read_text()
     section = report[report.index("## 9. After the rewrite"):]
     assert f["data"]["kernel"] in section and "how far the goal still is" in section
-    out = agent("replay", dsv4_run, timeout=1200)
+    out = agent_here("replay", dsv4_run)
     assert out.returncode == 0, out.stderr[-2000:]
