@@ -87,3 +87,19 @@ def test_a_binary_kernels_launch_configuration_comes_from_the_trace():
         (1, 1, 132), (384, 1, 1), 168, 208896)
     assert config.launches == 12 and config.median_us > 0
     assert launch_configs(TRACE, "no such kernel") == [] and isinstance(config, LaunchConfig)
+
+
+def test_the_grid_step_reads_a_binary_kernels_launches_from_the_profiles_trace():
+    from types import SimpleNamespace
+
+    from agent.steps.grid import launch_text, launches_from_trace
+
+    kernel = next(k.name for k in summarize([TRACE]).merged.kernels if "flash_fwd_mla_combine_kernel" in k.name)
+    session = SimpleNamespace(artifact_path=lambda ref: DATA / ref["path"])
+    profile = SimpleNamespace(artifacts={"trace": TRACE.name})
+    (launch,) = launches_from_trace(session, profile, kernel)
+    assert (launch["grid"], launch["block"], launch["launches"]) == ([4, 1, 8], [256, 1, 1], 12)
+    assert launch_text(launch).startswith("grid 4 x 1 x 8 of 256 x 1 x 1 threads, 48 registers a thread, 5,120 B")
+    # a host range (the stand-in's dominant) or a profile without a trace: nothing, so the finding is as before
+    assert launches_from_trace(session, profile, "standin:scheduler_overhead") == []
+    assert launches_from_trace(session, SimpleNamespace(artifacts={}), kernel) == []

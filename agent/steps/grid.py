@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from agent.config import Target
@@ -15,7 +16,7 @@ from agent.steps.ncu_counters import read_counters
 from agent.steps.diagnosis import diagnosis_summary, diagnosis_table, display_path, rewrite_estimate, stall_text
 from agent.steps.rank_balance import COMMUNICATION
 from schema.finding import Finding, Number, Table
-from tools.trace.launches import launch_durations, longest_position
+from tools.trace.launches import launch_configs, launch_durations, longest_position
 
 
 def evaluation_points(target: Target, box: dict, profile: ProfileData) -> list[dict[str, Any]]:
@@ -163,6 +164,36 @@ def _headline(kernel: str, where: str, reports: list, lead: dict, sm_count: int,
             + (f"; each loops over {loop['stop_expr']} serially" if loop else ""))
 
 
+def launches_from_trace(session: Session, profile: Finding, kernel: str) -> list[dict[str, Any]]:
+    """A kernel without source (a binary: FlashMLA inside sgl_kernel on sm_90) still has its launches in the
+    profile's trace: grid, block, registers and shared memory as CUPTI recorded them, one entry a configuration
+    (tools.trace.launches.launch_configs); [] where the trace has no kernel of that name (a host range)."""
+    path = (profile.artifacts or {}).get("trace")
+    if not path:
+        return []
+    return [{**asdict(c), "grid": list(c.grid), "block": list(c.block)}
+            for c in launch_configs(session.artifact_path({"path": path}), kernel)]
+
+
+def launch_text(launch: dict[str, Any]) -> str:
+    """One configuration of launches_from_trace in words."""
+    return (f"grid {' x '.join(map(str, launch['grid']))} of {' x '.join(map(str, launch['block']))} threads, "
+            f"{launch['registers_per_thread']} registers a thread, {launch['shared_memory_bytes']:,} B of shared "
+            f"memory ({launch['launches']} launches, median {launch['median_us']:.4g} us)")
+
+
+def _no_source(session: Session, profile: Finding, kernel: str, failures: list[str], seqs: list[int]) -> Draft:
+    data: dict[str, Any] = {"kernel": kernel, "splitk_candidate": False, "failures": failures,
+                            "splitk_reason": "the kernel's source and grid could not be read"}
+    headline = f"{kernel}'s grid could not be read: {'; '.join(failures)}"
+    launches = launches_from_trace(session, profile, kernel)
+    if launches:  # only then: a run whose trace holds no such kernel reads as it always did
+        data["launches_from_trace"] = launches
+        headline += ("; the profile's trace recorded its launches (no source: a binary, its loops unknown): "
+                     + "; ".join(launch_text(launch) for launch in launches))
+    return Draft(verdict="no-source", headline=headline, evidence=seqs, labels=["failed"], data=data)
+
+
 def read_grid(state: InvestigationState, session: Session, target: Target) -> Draft:
     """Find the dominant kernel's source on the box, its launch site and grid expression, and evaluate
     them at the deployment's per-rank shapes (batch 1 and the goal's concurrency, declared SMs and
@@ -181,11 +212,7 @@ def read_grid(state: InvestigationState, session: Session, target: Target) -> Dr
     ncu = measure_ncu(session, target, box, profile, kernel)
     reports, seqs, failures, seq_of = _read_reports(session, target, box, profile, kernel, source_root, ncu)
     if not reports:
-        return Draft(verdict="no-source",
-                     headline=f"{kernel}'s grid could not be read: {'; '.join(failures)}",
-                     evidence=seqs, labels=["failed"],
-                     data={"kernel": kernel, "splitk_candidate": False, "failures": failures,
-                           "splitk_reason": "the kernel's source and grid could not be read"})
+        return _no_source(session, profile, kernel, failures, seqs)
 
     declared_sm_count = target.deployment.sm_count
     rows, loop_rows, candidates = _grid_rows(box, declared_sm_count, reports)
