@@ -117,14 +117,22 @@ def get(shared: Path, name: str, watch: int | None = None) -> dict | None:
         return json.loads(record.read_text())
 
 
+# The builders started in the background, held so that they are never reaped while the session runs: a child
+# reaped is added to this process's RUSAGE_CHILDREN, and a Popen dropped is reaped by the next Popen anywhere in
+# the process, which put a whole investigation's CPU into whichever test started a process next (tests/conftest.py
+# logs each test's CPU; the runs' own CPU is logged apart, as "shared").
+_BUILDERS: list[subprocess.Popen] = []
+
+
 def start_in_background(shared: Path, names: list[str], watch: int) -> None:
     """A builder process for each run not yet recorded, stopped with its investigation when the process
     ``watch`` is gone; a builder that finds the run taken waits for it and exits."""
     for name in names:
         if not (shared / f"{name}.json").exists():
             with open(shared / f"{name}.builder.log", "ab") as log:
-                subprocess.Popen([sys.executable, str(Path(__file__)), str(shared), name, str(watch)], cwd=ROOT,
-                                 stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
+                _BUILDERS.append(subprocess.Popen([sys.executable, str(Path(__file__)), str(shared), name, str(watch)],
+                                                  cwd=ROOT, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+                                                  start_new_session=True))
 
 
 if __name__ == "__main__":
