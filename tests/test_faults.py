@@ -147,12 +147,14 @@ def test_kill_9_at_every_boundary_then_resume_loses_and_duplicates_nothing(other
     _sound(run)  # the run_end kill left the final commit to the last resume
     # the report the resumed run wrote is the one an uninterrupted replay of it writes
     outcome = runner.replay(run, tmp_path / "replay")
-    assert outcome.exit_code == 0 and outcome.status == "done", outcome.message
+    assert outcome.exit_code == 0, outcome.message
+    assert outcome.status == "done", outcome.message
     assert (tmp_path / "replay" / "PROFILE_FINDINGS.md").read_bytes() == (run / "PROFILE_FINDINGS.md").read_bytes()
     # no planted secret anywhere: the run, its history, what it printed, its replay
     everything = _everything_in(run)
     assert b"PROFILE_FINDINGS.md" in everything and len(everything) > 100_000  # the grep saw the run
-    assert TARGET_SECRET.encode() not in everything and PROCESS_SECRET.encode() not in everything
+    assert TARGET_SECRET.encode() not in everything
+    assert PROCESS_SECRET.encode() not in everything
     assert redact.PLACEHOLDER.encode() in (run / "log.jsonl").read_bytes()
     assert not [text for text in said if PROCESS_SECRET in text or TARGET_SECRET in text]
     assert TARGET_SECRET.encode() not in _everything_in(tmp_path / "replay")
