@@ -103,3 +103,4 @@ def test_the_grid_step_reads_a_binary_kernels_launches_from_the_profiles_trace()
     # a host range (the stand-in's dominant) or a profile without a trace: nothing, so the finding is as before
     assert launches_from_trace(session, profile, "standin:scheduler_overhead") == []
     assert launches_from_trace(session, SimpleNamespace(artifacts={}), kernel) == []
+    assert launches_from_trace(session, SimpleNamespace(artifacts={"trace": "missing.json.gz"}), kernel) == []

@@ -16,6 +16,7 @@ from agent.steps.ncu_counters import read_counters
 from agent.steps.diagnosis import diagnosis_summary, diagnosis_table, display_path, rewrite_estimate, stall_text
 from agent.steps.rank_balance import COMMUNICATION
 from schema.finding import Finding, Number, Table
+from tools.trace.events import TraceFormatError
 from tools.trace.launches import launch_configs, launch_durations, longest_position
 
 
@@ -171,8 +172,11 @@ def launches_from_trace(session: Session, profile: Finding, kernel: str) -> list
     path = (profile.artifacts or {}).get("trace")
     if not path:
         return []
-    return [{**asdict(c), "grid": list(c.grid), "block": list(c.block)}
-            for c in launch_configs(session.artifact_path({"path": path}), kernel)]
+    try:
+        configs = launch_configs(session.artifact_path({"path": path}), kernel)
+    except TraceFormatError:  # no trace to read (a profile that kept none): the failures say what is missing
+        return []
+    return [{**asdict(c), "grid": list(c.grid), "block": list(c.block)} for c in configs]
 
 
 def launch_text(launch: dict[str, Any]) -> str:
