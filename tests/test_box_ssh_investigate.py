@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, agent, events, findings, only_run
+from conftest import ROOT, agent, agent_here, events, findings, only_run
 from ssh_box import NEEDS_SSHD, box_args, harness, sshd  # noqa: F401  (sshd: this module's own server)
 
 pytestmark = [pytest.mark.slow, NEEDS_SSHD]
@@ -67,7 +67,7 @@ def cut_ssh_dsv4(sshd, tmp_path_factory) -> dict:
         sshd.start()
     run = only_run(runs)
     cut = {"rc": proc.returncode, "stderr": stderr, "run": run,
-           "status": json.loads(agent("runs", "--runs-dir", runs, "--json").stdout)[0]["status"]}
+           "status": json.loads(agent_here("runs", "--runs-dir", runs, "--json").stdout)[0]["status"]}
     done = agent("investigate", "--resume", run, *box_args(sshd), "--decide", "auto", env=sshd.agent_env)
     assert done.returncode == 0, done.stderr[-3000:]
     return cut
@@ -128,7 +128,7 @@ def test_the_survey_records_both_ends(ssh_dsv4_run, dsv4_run):
 def test_replay_of_the_ssh_run_needs_no_server(ssh_dsv4_run, sshd, tmp_path):
     sshd.kill()
     try:
-        out = agent("replay", ssh_dsv4_run, "--out", tmp_path / "replay")
+        out = agent_here("replay", ssh_dsv4_run, "--out", tmp_path / "replay")
         assert out.returncode == 0, out.stderr[-3000:]
         assert (tmp_path / "replay" / "PROFILE_FINDINGS.md").read_bytes() == (ssh_dsv4_run / "PROFILE_FINDINGS.md").read_bytes()
     finally:
