@@ -97,24 +97,28 @@ class SpyBox(LocalBox):
 
 
 def test_a_tool_call_journals_no_secret_and_the_box_gets_it(tmp_path, monkeypatch):
-    """One real tool call (the gate scan echoes its environment and its argv carries it):
-    the journal and the stored result hold the placeholder, the box got the value."""
+    """One real tool call (the gate scan echoes its environment): the journal and the stored result hold the
+    placeholder, the box got the value, in the tool's environment and not on its command line (which every user
+    of the box can read)."""
+    from tools.box_cli import SPEC_ENV
+
     monkeypatch.setenv("CI_DEPLOY_TOKEN", PROCESS_SECRET)
     source = tmp_path / "engine"
     source.mkdir()
     (source / "mod.py").write_text(f"# {PROCESS_SECRET}\nimport os\nFAST = os.environ.get('HF_TOKEN') == 'x'\n")
     run = RunDir.create(tmp_path / "runs", "r1")
     log = RunLog.create(run.log_path)
-    box = SpyBox()
+    box = EnvSpyBox()
     session = LiveSession(run, log, box, secrets={"HF_TOKEN": TARGET_SECRET})
     redact.remember([TARGET_SECRET])
     result = session.call("gates.scan", {"sm": 120, "source": str(source), "env": {"HF_TOKEN": redact.PLACEHOLDER}})
     assert result["ok"], result["error"]
-    assert f"HF_TOKEN={TARGET_SECRET}" in box.argvs[-1]  # the box got the real value
-    assert result["data"]["env"] == {"HF_TOKEN": redact.PLACEHOLDER}
+    assert TARGET_SECRET not in json.dumps(box.argvs[-1]) and "--env" not in box.argvs[-1]
+    assert box.argvs[-1][-2:] == ["--env-spec", "@env"]
+    assert json.loads(box.envs[-1][SPEC_ENV]) == {"HF_TOKEN": TARGET_SECRET}  # the box got the real value
+    assert result["data"]["env"] == {"HF_TOKEN": redact.PLACEHOLDER}  # the scan evaluated with it, echoed redacted
     text = run.log_path.read_text()
     assert TARGET_SECRET not in text and PROCESS_SECRET not in text
-    assert f"HF_TOKEN={redact.PLACEHOLDER}" in text  # the recorded command line, redacted
     assert [e["kind"] for e in read_events(run.log_path)] == ["tool_call", "tool_result"]
 
 

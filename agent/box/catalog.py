@@ -68,8 +68,8 @@ def _gates_scan(py: str, args: dict) -> list[str]:
     argv = [py, "-m", "tools.gates", "--brief", "--sm", str(args["sm"])]
     if args.get("source"):
         argv += ["--source", args["source"]]
-    for name, value in sorted(args.get("env", {}).items()):
-        argv += ["--env", f"{name}={value}"]
+    if args.get("env"):  # through the tool's environment: a target's tokens on a command line every user can read
+        argv += ["--env-spec", "@env"]
     if args.get("kernels"):
         argv += ["--kernels", *args["kernels"]]
     return argv
@@ -124,7 +124,7 @@ CATALOG: dict[str, ToolSpec] = {
         ToolSpec("kernel.splitk_plan", "the split-K rewrite's tile config, splits and launch of each cache at given shapes",
                  _splitk_plan, lambda a: 300, lambda a: {"TRITON_INTERPRET": "1"} if any(p.get("device") == "cpu" for p in a["points"]) else {}),
         ToolSpec("gates.scan", "capability gates of the engine's source for an SM version", _gates_scan,
-                 lambda a: 600),
+                 lambda a: 600, lambda a: {SPEC_ENV: json.dumps(a["env"], sort_keys=True)} if a.get("env") else {}),
         ToolSpec("sglang.check", "SGLang server arguments and environment against the installed SGLang's own parser",
                  _sglang("check"), lambda a: 300, _sglang_env),
         ToolSpec("sglang.sweep", "SGLang server: launched, loaded by SGLang's client and stopped for each run, in order",

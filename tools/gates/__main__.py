@@ -18,6 +18,7 @@ import traceback
 from pathlib import Path
 
 from tools import box_cache
+from tools.box_cli import BadInput, read_spec
 
 from .assemble import engine_info
 from .builtin_calls import BUILTINS
@@ -84,6 +85,23 @@ def _brief(scan: dict) -> dict:
     return kept
 
 
+def parse_env(items: list[str], spec: str | None) -> dict[str, str]:
+    """The environment to evaluate with: ``--env NAME=VALUE`` items, then ``--env-spec``'s object (the agent sends
+    a target's environment that way, through the tool's environment, so its tokens are on no command line)."""
+    env = {}
+    for item in items:
+        if "=" not in item:
+            raise ValueError(f"--env {item!r} is not NAME=VALUE")
+        name, value = item.split("=", 1)
+        env[name] = value
+    if spec is not None:
+        extra = read_spec(spec)
+        if not (isinstance(extra, dict) and all(isinstance(v, str) for v in extra.values())):
+            raise ValueError("--env-spec is not a JSON object of strings")
+        env.update(extra)
+    return env
+
+
 def main(argv: list | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.gates", description="Capability-gate scan of an engine source tree (JSON).")
     parser.add_argument("--source", type=Path, default=None, help="engine source tree (default: the installed sglang package)")
@@ -91,6 +109,9 @@ def main(argv: list | None = None) -> int:
     parser.add_argument("--kernels", nargs="*", default=[], metavar="NAME")
     parser.add_argument("--cuda", default=None, help="torch.version.cuda to assume")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="evaluate with this environment variable set")
+    parser.add_argument("--env-spec", default=None, metavar="JSON|@path|@env",
+                        help="environment variables to evaluate with, as a JSON object; @env reads it from the "
+                             "tool's environment, off the command line (a target's tokens)")
     parser.add_argument("--brief", action="store_true", help="the scan's counts instead of its full lists")
     parser.add_argument("--no-cache", action="store_true", help="scan even when the box holds this result (tools/box_cache.py)")
     try:
@@ -101,13 +122,8 @@ def main(argv: list | None = None) -> int:
         root = resolve_source(args.source)
         if args.sm not in SM_VERSIONS:
             raise ValueError(f"--sm {args.sm} is not a known compute capability; one of {list(SM_VERSIONS)}")
-        env = {}
-        for item in args.env:
-            if "=" not in item:
-                raise ValueError(f"--env {item!r} is not NAME=VALUE")
-            name, value = item.split("=", 1)
-            env[name] = value
-    except (SourceMissing, FileNotFoundError, ValueError) as exc:
+        env = parse_env(args.env, args.env_spec)
+    except (SourceMissing, FileNotFoundError, ValueError, BadInput) as exc:
         print(str(exc), file=sys.stderr)
         return 2
     try:
