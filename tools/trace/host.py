@@ -3,8 +3,8 @@
 On a CPU box the reference engine's work is aten ops and record_function ranges named after the
 Triton kernels they wrap (run by the Triton interpreter); the outermost range on a thread is one
 unit of work and its duration is wall time on the CPU, nested ranges are already inside it.
-ProfilerStep#N (SGLang's ``step[DECODE bs=N]`` spans alike) and the profiler's own ranges are not work: they are skipped, so their children are
-the outermost ranges. A gloo collective's two ranges (the caller's enqueue, gloo's worker) are one unit.
+ProfilerStep#N (SGLang's ``step[DECODE bs=N]`` spans alike) and the profiler's own ranges are not work:
+they are skipped, so their children are the outermost ranges. A gloo collective's two ranges (the caller's enqueue, gloo's worker) are one unit.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ HOST_RANGE_CATEGORIES = frozenset({"cpu_op", "user_annotation"})
 # record_function span named by srt/utils/profile_utils.py build_step_span_name ("step[DECODE bs=4]", with
 # " toks=N" for EXTEND and detailed annotations after it), on the host and, as gpu_user_annotation, on every
 # stream the step's kernels ran on (the real 0.5.17 server's traces, tests/data/real-sglang-0517-h100).
-SGLANG_STEP = re.compile(r"^step\[[A-Z_]+ bs=\d+[^\]]*\]$")
-PROFILER_STEP = re.compile(r"^(ProfilerStep#\d+|step\[[A-Z_]+ bs=\d+[^\]]*\])$")
+_SGLANG_STEP = r"step\[[A-Z_]+ bs=\d+[^\]]*\]"
+SGLANG_STEP = re.compile(rf"^{_SGLANG_STEP}$")
+PROFILER_STEP = re.compile(rf"^(ProfilerStep#\d+|{_SGLANG_STEP})$")
 # A record_function range marking an operation (several kernels: a wrapper with its epilogue), as
 # the reference engine names the attention call ("op:sparse_decode"): not one unit of work, so the
 # kernels inside it stay the outermost ranges; tools.trace.ops attributes them to it.

@@ -20,7 +20,7 @@ import numpy as np
 from .categories import DEFAULT_RULES, categorizer
 from .events import iter_record_batches
 from .ranks import rank_from_filename, rank_from_metadata, rank_sort_key
-from .steps import numbered, step_number
+from .steps import step_number, step_spans
 from .summary import DEVICE_CATEGORIES
 
 COMMUNICATION = "communication"
@@ -104,11 +104,7 @@ def _read(path: str):
                 number = step_number(event.name)
                 if number is not None:
                     ranges.append((number, float(event.ts), float(event.dur)))
-    steps: dict[int, tuple[float, float]] = {}
-    for number, ts, dur in numbered(ranges):
-        lo, hi = steps.get(number, (ts, ts + dur))
-        steps[number] = (min(lo, ts), max(hi, ts + dur))
-    return kernels, steps, len(streams), metadata
+    return kernels, step_spans(ranges), len(streams), metadata
 
 
 def rank_overlap(path: str, default_rank: str, categorize) -> RankOverlap | None:

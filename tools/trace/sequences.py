@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from .frames import LIBRARY_PACKAGES, FileEvents, queries, read_file_events, sweep
-from .steps import numbered
+from .steps import step_spans
 from .ops import GRAPH_ROW, NO_LAUNCH_ROW, _enclosing_kinds, display, operation_key
 from .summary import GPU
 
@@ -180,10 +180,7 @@ def _steps(acc: FileEvents) -> tuple[list[list[int]], list[str]]:
     range holds its start), or one step of them all without step ranges."""
     ts = np.frombuffer(acc.k_ts, dtype=np.float64) if len(acc.k_ts) else np.empty(0)
     order = np.argsort(ts, kind="stable")
-    spans: dict[int, tuple[float, float]] = {}
-    for number, start, dur in numbered(acc.device_steps):
-        lo, hi = spans.get(number, (start, start + dur))
-        spans[number] = (min(lo, start), max(hi, start + dur))
+    spans = step_spans(acc.device_steps)
     if not spans:
         return [order.tolist()], [NO_STEPS_NOTE]
     steps = []

@@ -70,21 +70,26 @@ def numbered(steps: list[tuple[int, float, float]]) -> list[tuple[int, float, fl
     return out
 
 
+def step_spans(steps: list[tuple[int, float, float]]) -> dict[int, tuple[float, float]]:
+    """Each step's span ``{N: (start, end)}`` from its ranges ``[(N, ts, dur), ...]`` once ``numbered``: a step the
+    device ran on several streams (a CUDA graph that forks) has one range per stream, and is one step spanning
+    all of them."""
+    spans: dict[int, tuple[float, float]] = {}
+    for number, ts, dur in numbered(steps):
+        lo, hi = spans.get(number, (ts, ts + dur))
+        spans[number] = (min(lo, ts), max(hi, ts + dur))
+    return spans
+
+
 def step_times(starts, durations, steps: list[tuple[int, float, float]]) -> StepTimes | None:
     """Windows of the steps ``[(N, ts, dur), ...]`` over one device's kernel intervals (starts and
     durations in us); the ranges of one N (one a stream) are that step's, from the first start to the last end. Steps without a kernel are left out, so a step's idle_before_us runs from the
     last earlier step that had kernels. None when there are no step ranges or no kernels."""
     s = np.asarray(starts, dtype=np.float64)
     d = np.asarray(durations, dtype=np.float64)
-    steps = numbered(steps)
-    if not steps or s.size == 0:
+    spans = step_spans(steps)
+    if not spans or s.size == 0:
         return None
-    # A step the device ran on several streams (a CUDA graph that forks) has one range per stream:
-    # it is one step, spanning all of them.
-    spans: dict[int, tuple[float, float]] = {}
-    for number, ts, dur in steps:
-        lo, hi = spans.get(number, (ts, ts + dur))
-        spans[number] = (min(lo, ts), max(hi, ts + dur))
     ordered = sorted(((n, lo, hi - lo) for n, (lo, hi) in spans.items()), key=lambda item: item[1])
     origin = min(float(s.min()), ordered[0][1])
     s = s - origin  # relative times keep the durations' precision (see timeline.timeline)
