@@ -111,18 +111,18 @@ def _trace() -> tuple[str, str, str]:
 
 
 def _real_sglang() -> tuple[str, str, str]:
-    import gzip
     import re
 
     from tools.trace import summarize
+    from tools.trace.events import iter_events
 
     smoke = _load(REAL_SGLANG / "smoke.json")
     trace = sorted(REAL_SGLANG.glob("*-DECODE.trace.json.gz"))
     merged = summarize(trace).merged
     windows = [w.window_us / 1e3 for w in merged.step_windows]
     # the batch as the server's own step spans name it ("step[DECODE bs=4]")
-    events = json.loads(gzip.decompress(trace[0].read_bytes()))["traceEvents"]
-    batches = sorted({int(m.group(1)) for e in events if (m := re.match(r"step\[DECODE bs=(\d+)", e.get("name", "")))})
+    batches = sorted({int(m.group(1)) for e in iter_events(trace[0])
+                      if (m := re.match(r"step\[DECODE bs=(\d+)", e.get("name", "")))})
     batch = ", ".join(map(str, batches))
     flashmla = sum(k.total_us for k in merged.kernels
                    if re.search(r"flash_fwd_splitkv_mla|flash_fwd_mla_combine|get_mla_metadata", k.name))

@@ -85,8 +85,10 @@ def _sglang(action: str):
     return command
 
 
-def _sglang_env(args: dict) -> dict[str, str]:
-    return {SPEC_ENV: json.dumps(args["spec"], sort_keys=True)}
+def _in_tool_env(key: str) -> Callable[[dict], dict[str, str]]:
+    """``args[key]`` as JSON in the tool's environment (box_cli.SPEC_ENV, read by ``@env``), where the command
+    line would show it to every user of the box; nothing when the args have none."""
+    return lambda args: {SPEC_ENV: json.dumps(args[key], sort_keys=True)} if args.get(key) is not None else {}
 
 
 def _splitk(action: str):
@@ -124,13 +126,13 @@ CATALOG: dict[str, ToolSpec] = {
         ToolSpec("kernel.splitk_plan", "the split-K rewrite's tile config, splits and launch of each cache at given shapes",
                  _splitk_plan, lambda a: 300, lambda a: {"TRITON_INTERPRET": "1"} if any(p.get("device") == "cpu" for p in a["points"]) else {}),
         ToolSpec("gates.scan", "capability gates of the engine's source for an SM version", _gates_scan,
-                 lambda a: 600, lambda a: {SPEC_ENV: json.dumps(a["env"], sort_keys=True)} if a.get("env") else {}),
+                 lambda a: 600, _in_tool_env("env")),
         ToolSpec("sglang.check", "SGLang server arguments and environment against the installed SGLang's own parser",
-                 _sglang("check"), lambda a: 300, _sglang_env),
+                 _sglang("check"), lambda a: 300, _in_tool_env("spec")),
         ToolSpec("sglang.sweep", "SGLang server: launched, loaded by SGLang's client and stopped for each run, in order",
-                 _sglang("sweep"), lambda a: float(a.get("timeout_s", 1800)), _sglang_env),
+                 _sglang("sweep"), lambda a: float(a.get("timeout_s", 1800)), _in_tool_env("spec")),
         ToolSpec("sglang.profile", "SGLang server: one trace per rank by /start_profile under a decode-heavy load",
-                 _sglang("profile"), lambda a: float(a.get("timeout_s", 1800)), _sglang_env),
+                 _sglang("profile"), lambda a: float(a.get("timeout_s", 1800)), _in_tool_env("spec")),
         ToolSpec("kernel.splitk_check", "split-K kernel against the float32 reference and upstream",
                  _splitk("check"), lambda a: 1800, _interpreter_on_cpu),
         ToolSpec("kernel.splitk_bench", "split-K kernel and upstream timed by CUDA-graph replay",

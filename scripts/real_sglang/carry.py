@@ -138,7 +138,8 @@ MARKER_ENV = {"python_version": "3.12", "python_full_version": "3.12.0", "sys_pl
               "platform_python_implementation": "CPython", "os_name": "posix", "extra": ""}
 # What the image has besides IMAGE_HAS because its transformers 5.17 needs it (huggingface_hub 1.x: httpx and
 # its own dependencies), or the standard library covers on 3.12 (checked on the H100 on 2026-12-07 with
-# importlib.metadata over the installed carry: only sniffio was missing, now carried); what build reports as unmet leaves these out.
+# importlib.metadata over the installed carry: only sniffio was missing, now carried); what build reports as
+# unmet leaves these out.
 IMAGE_ALSO = ("httpx", "httpcore", "anyio", "idna", "certifi", "h11", "typer", "shellingham", "rich",
               "markdown-it-py", "mdurl", "pygments", "hf-xet", "fsspec", "markupsafe", "networkx", "sympy", "mpmath",
               "setuptools", "nvidia-ml-py", "charset-normalizer", "urllib3", "six", "python-dateutil", "pytz",
