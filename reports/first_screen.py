@@ -43,10 +43,13 @@ def recommendation(s: dict[str, Finding], decision: dict[str, Any] | None) -> st
         op = (ceiling.data.get("operation") or {}).get("name") if ceiling else None
         what = f"the split-K rewrite of {_kernel(s, ceiling, 60)}" if ceiling else "the split-K rewrite"
         where = "at or above" if splitk.number("splitk_tok_s") >= goal else "below"
-        # the tok/s is the measured ratio applied to the projected step: projected, never "measured"
+        # the tok/s is split-K's run of median step among the alternating rounds, projected to the model's layers
+        # (projected, never "measured"); the ratio is the rounds' paired ratios' geometric mean, so the tok/s is
+        # not the ratio times the reference's tok/s: each is said for what it is
         return (f"take {what}{f' (the {op} operation)' if op else ''}: {_num(splitk, 'splitk_tok_s', '.4g')} "
-                f"(projected), from the measured {measured_ratio(splitk)} over the profiled setting's "
-                f"{_num(splitk, 'rounds_reference_tok_s', '.4g')} in the same alternating rounds (the sweep's baseline "
+                f"(projected: its run of median step time among the alternating rounds); measured "
+                f"{measured_ratio(splitk)} over the profiled setting (its run: "
+                f"{_num(splitk, 'rounds_reference_tok_s', '.4g')}) by the same rounds' paired ratios (the sweep's baseline "
                 f"median: {_num(levers, 'baseline_tok_s', '.4g')}){_output_changes(splitk)}; {where} {goal_text(levers)}."
                 f"{_before_running(splitk)}")
     if decision and options is not None and f"{chosen}_upper_x" in options.numbers:
