@@ -1,7 +1,7 @@
 """Issue #34's CPU parts for a real SGLang server (0.5.17) on the H200: the carry's cut, check and reassembly on
 small files; its repack of sglang-kernel; its call plan; the import walk that says which wheels the launch
 needs, and that the carry covers what 0.5.17's own source imports; the adapter reading 0.5.17's unpacked source
-(its parser, its environment: which release it read); the H200 target checked by 0.5.17's own parser; the
+(its parser, its environment: which release it read); the device (H100) target checked by 0.5.17's own parser; the
 scaled DeepSeek-V4 config loaded by 0.5.17's own ModelConfig; docs/sglang-0.5.17-vs-0.5.23.md as the two
 releases give it. 0.5.17's source is ``make setup``'s (scripts/real_sglang/source.py; fetched here if absent)."""
 
@@ -19,7 +19,7 @@ import pytest
 from conftest import ROOT
 from scripts.real_sglang import bundle, carry, diff, imports, source
 
-TARGET = "dsv4-scaled-sglang-h200"
+TARGET = "dsv4-scaled-sglang-h100"
 CONFIG = ROOT / "tools" / "engines" / "sglang" / "models" / "dsv4-flash-scaled" / "config.json"
 
 
@@ -181,7 +181,7 @@ def surface_file() -> str:
     return surface.TRACE_FILES[0]
 
 
-def test_the_h200_target_passes_0517s_own_parser_and_attn_dp_size_does_not(probe):
+def test_the_device_target_passes_0517s_own_parser_and_attn_dp_size_does_not(probe):
     problems = probe["check"]["problems"]
     assert [(p["where"], p["item"]) for p in problems] == [("lever attn-dp-2", "--attn-dp-size")], problems
 
@@ -201,7 +201,7 @@ def test_the_scaled_config_loads_with_0517s_model_config_and_keeps_the_attention
     assert model["window"] == flash.sliding_window and model["kv_heads"] == 1
     assert set(model["compress_ratios"]) == set(flash.compress_ratios) == {0, 4, 128}
     assert model["compress_ratios"] == flash.compress_ratios[:model["layers"]]
-    # scaled down, and the H200 target says the same model
+    # scaled down, and the device target says the same model
     assert model["layers"] < flash.layers and model["experts"] < flash.experts
     assert (model["layers"], model["experts"], model["experts_per_token"], model["compress_ratios"]) == (
         scaled.layers, scaled.experts, scaled.experts_per_token, scaled.compress_ratios)
@@ -227,7 +227,7 @@ def test_the_difference_document_is_what_the_two_releases_give(probe):
         "run: python -m scripts.real_sglang.diff")
 
 
-def test_the_h200_target_is_sized_for_the_device():
+def test_the_device_target_is_sized_for_the_device():
     from agent.config import load_target
 
     target = load_target(TARGET)[0]

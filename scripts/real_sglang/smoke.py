@@ -8,7 +8,7 @@ Stages, in order, into ``OUT/smoke.json`` (plus ``OUT/server.log``, the client's
 1. ``missing``: imports.py's walk of the sglang found here, the third-party names this Python cannot find;
    ``check``: the adapter's check of the target (``python -m tools.engines.sglang check``: the installed
    release's own parser and environment; its ``sglang`` names the release it read);
-2. ``launch``: the H200 target's server (agent/targets/dsv4-scaled-sglang-h200.yaml: its model, load format,
+2. ``launch``: the H100 target's server (agent/targets/dsv4-scaled-sglang-h100.yaml: its model, load format,
    arguments and environment) through the adapter's own launcher (tools/engines/sglang/server.py), seconds to
    healthy, or how it failed (the log's last error);
 3. ``generate``: one request of 16 token ids for 8 new tokens (``/generate`` with ``input_ids``), its output ids;
@@ -35,7 +35,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-TARGET = ROOT / "agent" / "targets" / "dsv4-scaled-sglang-h200.yaml"
+TARGET = ROOT / "agent" / "targets" / "dsv4-scaled-sglang-h100.yaml"
 
 
 def _post(url: str, body: dict, timeout: float = 120) -> dict:

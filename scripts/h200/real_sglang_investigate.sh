@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The investigation against a real sglang 0.5.17 server on the GPU machine (issue #34), longer than one
+# 10-minute command: `start` installs the agent's wheels (.whl/r1, .whl/r2 and .whl/mpl: .whl/agent in two halves, see README.md) and starts
+# `python -m agent investigate dsv4-scaled-sglang-h100 --decide auto` in a session of its own (setsid: it
+# outlives the command), with .carry/site (the server and client groups, installed by carry.py) on PYTHONPATH;
+# `poll SECONDS` waits up to SECONDS for it to end, prints its log's tail, and once it has ended packs the run
+# into $OUT/run.tgz and says its exit status. Each call must start within 30 s of the last one's end, or the
+# machine goes back and the run with it.
+set -uo pipefail
+RUNS=/tmp/real-runs
+LOG=$RUNS/investigate.log
+RUN_ID=${RUN_ID:-dsv4-scaled-sglang-h100}
+
+case "${1:-}" in
+start)
+  python3 -m pip install -q --no-index --find-links .whl/r1 --find-links .whl/r2 --find-links .whl/mpl langgraph langgraph-checkpoint-sqlite gitpython \
+    pydantic msgspec matplotlib==3.11.2 jinja2==3.1.6 || exit 1
+  mkdir -p "$RUNS"
+  PYTHONPATH=.carry/site:$PWD PYTHONUNBUFFERED=1 setsid nohup python3 -m agent investigate dsv4-scaled-sglang-h100 \
+    --runs-dir "$RUNS" --run-id "$RUN_ID" --decide auto -v >"$LOG" 2>&1 </dev/null &
+  echo $! >"$RUNS/pid"
+  sleep 5
+  tail -n 20 "$LOG"
+  ;;
+poll)
+  pid=$(cat "$RUNS/pid") || exit 1
+  end=$((SECONDS + ${2:-500}))
+  while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $end ]; do sleep 5; done
+  tail -n 40 "$LOG"
+  nvidia-smi --query-gpu=name,memory.used --format=csv,noheader
+  if kill -0 "$pid" 2>/dev/null; then echo "RUNNING"; exit 0; fi
+  python3 -m agent runs --runs-dir "$RUNS" || true
+  cp "$LOG" "$OUT/"
+  tar czf "$OUT/run.tgz" -C "$RUNS" "$RUN_ID"
+  echo "ENDED"
+  ;;
+*)
+  echo "usage: $0 start | poll SECONDS" >&2
+  exit 2
+  ;;
+esac
