@@ -95,6 +95,26 @@ def test_every_number_on_the_first_screen_is_one_its_linked_finding_holds(which,
     assert len(set(printed.groups())) == 2
 
 
+@pytest.mark.parametrize("which", ["h200", "cpu"])
+def test_the_ceilings_tok_s_says_the_baseline_and_factor_it_is_the_product_of(which, h200_audit_run, cpu_run):
+    """The ceiling's projected tok/s rests on the profiled run's own measured tok/s, a third figure beside the first
+    line's two baselines (issue 30: one baseline figure, the others explained where they differ): Why says it, and
+    the factor times that baseline is the ceiling as printed."""
+    run = h200_audit_run if which == "h200" else cpu_run
+    ceiling = findings_by_stem(run)["05-ceiling"]
+    why = first_screen(run).split("### Why", 1)[1]
+    item = next(line for line in why.splitlines() if "instant, the step would give" in line)
+    shown = re.search(r"would give \*\*(~?)([\d,.]+) tok/s\*\*.*?\(projected: \*\*~?([\d.]+) x\*\*.*? the profiled run's "
+                      r"own \*\*([\d,.]+) tok/s\*\*", item)
+    assert shown, item
+    rough, (ceiling_tok_s, factor, base) = shown.group(1), (float(x.replace(",", "")) for x in shown.groups()[1:])
+    assert base == pytest.approx(ceiling.number("baseline_tok_s"), rel=1e-3)
+    bound = "operation_instant_x" if "operation_instant_x" in ceiling.numbers else "kernel_instant_x"
+    assert ceiling.number("ceiling_tok_s") == pytest.approx(base * ceiling.number(bound), rel=1e-3)
+    # as printed, to the digits each is shown to (a "~" figure is shown to the one digit its spread supports)
+    assert ceiling_tok_s == pytest.approx(base * factor, rel=0.5 if rough else 0.01)
+
+
 def _formats(number, spec: str, by_spread: bool = True) -> bool:
     try:
         number_text(number, spec, by_spread)
