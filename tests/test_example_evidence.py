@@ -137,3 +137,17 @@ def test_h200_rewrite_and_what_if_outputs_are_checked_against_the_profiled_setti
     assert output["ok"] is True and output["rows"] == 16  # the median row within tolerance, the rest counted
     for row in findings["gates"].data["what_if"]["measured"]:
         assert row["output"]["ok"] is True and row["interval"] is not None
+
+
+@pytest.mark.parametrize("run", [CPU, H200, EXAMPLES / "dsv4-flash-h100-20261207", ROOT / "tests" / "data" / "sglang-pd-standin-run"],
+                         ids=["cpu", "h200", "h100", "sglang-pd"])
+def test_every_number_cites_its_journal_lines_or_is_the_users_own(run):
+    """Issue 30: a number computed from measurements cites the lines it rests on; only the target's own inputs
+    (declared) stand without one. None is left "derived", which names no line an auditor could recompute it from."""
+    bare = [(step, key, n.label) for step, f in _findings(run).items() for key, n in f.numbers.items()
+            if not n.seqs and not n.declared]
+    assert not bare
+    # and each cited line is a tool result of the run's journal
+    results = {i for i, e in enumerate(_events(run), 1) if e["kind"] == "tool_result"}
+    cited = {s for f in _findings(run).values() for n in f.numbers.values() for s in n.seqs}
+    assert cited and cited <= results, sorted(cited - results)[:10]

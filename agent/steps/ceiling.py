@@ -120,7 +120,8 @@ def _numbers(target: Target, profile: Finding, times: dict[str, Any], kernel: st
         "measured_batch": Number(value=batch, label="the batch the step was measured (profiled) at", seqs=seq),
         "projected_step_ms": Number(value=step_ms, unit="ms", label=f"decode step, {setting}, {step_as}", seqs=seq),
         "instant_step_ms": Number(value=step_ms / bound_x, unit="ms", label=f"projected decode step with {what} instant", seqs=sorted(set(ev) | set(seq)), spread=spread),
-        "speedup_needed": Number(value=needed, unit="x", label=f"speedup of {what} that would meet the goal (none: unreachable)"),
+        "speedup_needed": Number(value=needed, unit="x", label=f"speedup of {what} that would meet the goal (none: unreachable)",
+                                 seqs=sorted(set(ev) | set(seq))),
         "profiled_step_ms": Number(value=times["whole_ms"] / steps, unit="ms", label="the profiled window a step, the profiler's gaps included", seqs=ev),
     }
     # On a GPU the profiler stretches the step with its own gaps and syncs, which lie somewhere in the step; a CPU
@@ -179,9 +180,10 @@ def _published_case(target: Target, numbers: dict[str, Number], data: dict[str, 
         return
     p_total = published["kernel_time_ms"] + published.get("idle_ms", 0)
     p_instant = amdahl(p_total, published["dominant_ms"])
-    numbers["published_instant_speedup"] = Number(value=p_instant, unit="x", label="published case: T / (T - t)")
+    # the published case is the target's own inputs (declared), recomputed: no journal line holds them
+    numbers["published_instant_speedup"] = Number(value=p_instant, unit="x", label="published case: T / (T - t)", declared=True)
     numbers["published_ceiling_tok_s"] = Number(value=published["tok_s"] * p_instant, unit="tok/s",
-                                                label="published case: tok/s x T / (T - t)")
+                                                label="published case: tok/s x T / (T - t)", declared=True)
     data["published"] = {"total_ms": p_total, "dominant_ms": published["dominant_ms"], "instant": p_instant,
                          "tok_s": published["tok_s"], "ceiling_tok_s": published["tok_s"] * p_instant}
     if published.get("steps"):  # its totals are over its steps; the report's other T's are one step's

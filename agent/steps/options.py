@@ -347,6 +347,17 @@ OPTION_COLUMNS = ["option", "offered", "bound (x)", "bound tok/s", "bound from",
                   "cost to try", "what would prove it wrong", "try here"]
 
 
+def _bound_seqs(option: dict[str, Any], profile: Finding | None) -> list[int]:
+    """The journal lines an option's bound rests on: the profile's trace for the shares (the fallback floors' rates
+    too), the profiled setting's measured run for 'today's measurement'."""
+    if profile is None:
+        return []
+    if option["name"] == "accept-ceiling":
+        return list(profile.numbers["setting_tok_s"].seqs)
+    rates = (option.get("floors") or {}).get("rates") or {}
+    return sorted(set(profile.evidence) | set(rates.get("seqs") or []))
+
+
 def option_row(o: dict[str, Any], spread: float | None = None) -> list[Any]:
     """One option's row; bounds to the digits the ceiling's spread supports (see amdahl.bound_spread)."""
     q = (lambda v: fmt_spread(v, spread)) if spread is not None else (lambda v: v)
@@ -407,7 +418,7 @@ def propose_options(state: InvestigationState, session: Session, target: Target)
                      f"(instant: {fmt_spread(fallback['instant_x'], spread)}x)")
     return Draft(
         headline=headline, verdict=f"auto:{auto}",
-        numbers={**{f"{o['name']}_upper_x": Number(value=o["upper_x"], unit="x",
+        numbers={**{f"{o['name']}_upper_x": Number(value=o["upper_x"], unit="x", seqs=_bound_seqs(o, profile),
                                                     label=f"{o['title']}: upper bound, {o['bound_from']}")
                     for o in options}, **numbers},
         tables=[Table(title="Options", columns=OPTION_COLUMNS, rows=[option_row(o, spread) for o in options]), *tables],

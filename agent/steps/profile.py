@@ -148,7 +148,7 @@ def _ranked(session: Session, target: Target, run: Profiled, summary, summary_da
                            label="T = kernel time + idle time", seqs=seq),
         "idle_share": Number(value=merged.idle_share, unit="fraction", label="idle share of the window", seqs=seq),
         "steps": Number(value=steps, unit="steps", label="decode steps profiled", seqs=seq),
-        "batch": Number(value=batch, label="batch profiled"),
+        "batch": Number(value=batch, label="batch profiled", seqs=seq),
         **run.numbers,
         **_in_step_numbers(merged, "host" if host_ranges else "GPU", seq),
     }

@@ -405,7 +405,7 @@ def _ceiling_numbers(target: Target, splitk: Finding, times: dict[str, Any], cei
         "measured_batch": Number(value=ceiling["batch"], label="the batch the step was measured (profiled) at", seqs=tok_seqs),
         "projected_step_ms": Number(value=ceiling["step_ms"], unit="ms", label=f"decode step, {setting}, projected (batch / tok/s)", seqs=tok_seqs),
         "instant_step_ms": Number(value=ceiling["step_ms"] / ceiling["bound_x"], unit="ms", label=f"projected decode step with {what} instant", seqs=both, spread=spread),
-        "speedup_needed": Number(value=needed, unit="x",
+        "speedup_needed": Number(value=needed, unit="x", seqs=both,
                                  label=f"speedup of {what} that would meet the goal" if needed is not None else
                                  f"speedup of {what} that would meet the goal: none, even instant it would not"),
     }
