@@ -4,7 +4,7 @@
 # `python -m agent investigate dsv4-scaled-sglang-h100 --decide auto` in a session of its own (setsid: it
 # outlives the command), with .carry/site (the server and client groups, installed by carry.py) on PYTHONPATH;
 # `poll SECONDS` waits up to SECONDS for it to end, prints its log's tail, and once it has ended packs the run
-# into $OUT/run.tgz and says its exit status. Each call must start within 30 s of the last one's end, or the
+# into $OUT/run.tgz (at every poll: the run so far) and says when it has ended. Each call must start within 30 s of the last one's end, or the
 # machine goes back and the run with it.
 set -uo pipefail
 RUNS=/tmp/real-runs
@@ -28,10 +28,11 @@ poll)
   while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $end ]; do sleep 5; done
   tail -n 40 "$LOG"
   nvidia-smi --query-gpu=name,memory.used --format=csv,noheader
-  if kill -0 "$pid" 2>/dev/null; then echo "RUNNING"; exit 0; fi
-  python3 -m agent runs --runs-dir "$RUNS" || true
+  # the run so far comes back at every poll: a machine taken back mid-run still leaves its journal here
   cp "$LOG" "$OUT/"
-  tar czf "$OUT/run.tgz" -C "$RUNS" "$RUN_ID"
+  tar czf "$OUT/run.tgz" -C "$RUNS" "$RUN_ID" 2>/dev/null
+  if kill -0 "$pid" 2>/dev/null; then echo "RUNNING"; exit 0; fi
+  PYTHONPATH=.carry/site:$PWD python3 -m agent runs --runs-dir "$RUNS" || true
   echo "ENDED"
   ;;
 *)
