@@ -15,6 +15,17 @@ from tools.box_cache import CACHE_ENV
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
 
+# Bytecode kept for every Python process the suite starts (issue 28). With PYTHONDONTWRITEBYTECODE set, as on the
+# CI machine, and the venv installed --no-compile, each process compiled every module it imported from source:
+# torch 4.4 s of a core instead of 1.7, the agent's imports 3.0 s instead of 1.4, the local SGLang investigation
+# (a dozen stand-in launches, their clients and tools) 252 CPU s instead of 124. The setting's intent, nothing
+# written beside the sources, is kept: the bytecode goes to the clone's git-ignored .cache/ (PYTHONPYCACHEPREFIX),
+# which xdist's workers, the investigations and every tool inherit; box users over SSH get their own environment.
+if os.environ.pop("PYTHONDONTWRITEBYTECODE", None):
+    os.environ.setdefault("PYTHONPYCACHEPREFIX", str(ROOT / ".cache" / "pycache"))
+    sys.dont_write_bytecode = False
+    sys.pycache_prefix = os.environ["PYTHONPYCACHEPREFIX"]
+
 
 def agent(*args, cwd=ROOT, env=None, timeout=1200) -> subprocess.CompletedProcess:
     """``python -m agent ARGS`` as a real subprocess."""
