@@ -233,8 +233,27 @@ def test_the_device_target_is_sized_for_the_device():
     target = load_target(TARGET)[0]
     server = target.engine.server
     assert target.engine.kind == "sglang" and not server.stand_in and server.load_format == "dummy"
-    assert "--skip-tokenizer-init" in server.args and Path(ROOT / server.model_path / "config.json") == CONFIG
+    assert "--skip-tokenizer-init" not in server.args and Path(ROOT / server.model_path / "config.json") == CONFIG
     assert target.deployment.sm == 90 and target.deployment.tp == 1
     assert len(target.levers) == 3 and target.thresholds.noise.rounds_for("cuda") <= 3
     assert server.health_timeout_s <= 600 and server.run_timeout_s <= 600  # the device's 10 minutes a command
     assert json.loads(CONFIG.read_text())["num_hidden_layers"] == target.model.layers
+
+
+def test_the_scaled_models_tokenizer_streams_every_id_as_text(tmp_path):
+    """The server loads the model folder's tokenizer (no --skip-tokenizer-init), so each id the dummy weights emit
+    must decode to a word: one word per id over the config's whole vocabulary, as tokenizer.build writes it."""
+    from transformers import AutoTokenizer
+
+    from tools.engines.sglang import tokenizer
+
+    folder = CONFIG.parent
+    vocab = json.loads(CONFIG.read_text())["vocab_size"]
+    loaded = AutoTokenizer.from_pretrained(str(folder))
+    assert len(loaded) == vocab
+    for ids in ([1], [vocab - 1], [7, vocab // 2, vocab - 2]):
+        assert loaded.decode(ids).split() == [f"w{i}" for i in ids]
+    # the committed files are the builder's, byte for byte
+    tokenizer.build(tmp_path, vocab)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        assert (tmp_path / name).read_bytes() == (folder / name).read_bytes(), name

@@ -104,3 +104,25 @@ def test_the_grid_step_reads_a_binary_kernels_launches_from_the_profiles_trace()
     assert launches_from_trace(session, profile, "standin:scheduler_overhead") == []
     assert launches_from_trace(session, SimpleNamespace(artifacts={}), kernel) == []
     assert launches_from_trace(session, SimpleNamespace(artifacts={"trace": "missing.json.gz"}), kernel) == []
+
+
+def test_a_client_that_timed_no_streamed_token_fails_the_run_not_its_tpot():
+    """The real server with --skip-tokenizer-init streamed ids without text: SGLang's client then timed no TTFT and
+    no ITL, and its 'TPOT' was each request's whole latency over 127 tokens. The run fails (no_stream); a stand-in
+    run whose client timed its stream passes the same check."""
+    import pytest
+
+    from tools.engines.sglang import client
+    from tools.engines.sglang.server import RunFailed
+
+    real = json.loads((DATA / "client-skip-tokenizer-init.jsonl").read_text().splitlines()[-1])
+    assert real["completed"] == 32 and real["median_tpot_ms"] > 0 and real["median_ttft_ms"] == 0
+    # the client's TPOT is the whole latency over the tokens after the first: the prefill is inside it
+    assert real["median_tpot_ms"] == pytest.approx(real["median_e2e_latency_ms"] / 127, rel=0.02)
+    with pytest.raises(RunFailed) as failed:
+        client.unstreamed(real)
+    assert failed.value.kind == "no_stream" and "32 completed requests" in str(failed.value)
+    streamed = Path(__file__).resolve().parent / "data" / "sglang-pd-standin-run" / "artifacts"
+    record = json.loads(next(streamed.glob("*/baseline_r1.jsonl")).read_text().splitlines()[-1])
+    assert any(record["itls"]) and any(record["ttfts"])
+    client.unstreamed(record)  # timed: no failure

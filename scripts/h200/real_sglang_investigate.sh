@@ -31,6 +31,8 @@ poll)
   # the run so far comes back at every poll: a machine taken back mid-run still leaves its journal here
   cp "$LOG" "$OUT/"
   tar czf "$OUT/run.tgz" -C "$RUNS" "$RUN_ID" 2>/dev/null
+  # and the tool call in flight: the box tool's folder (server and client logs, results so far), traces left out
+  (cd /tmp && tar czf "$OUT/box.tgz" --exclude='*.trace.json.gz' box-* 2>/dev/null)
   if kill -0 "$pid" 2>/dev/null; then echo "RUNNING"; exit 0; fi
   PYTHONPATH=.carry/site:$PWD python3 -m agent runs --runs-dir "$RUNS" || true
   echo "ENDED"

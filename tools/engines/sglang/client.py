@@ -284,4 +284,19 @@ def finish(proc: ClientProcess, output_file: Path, log_path: Path, load: dict, t
         first = (errors[0].strip().splitlines() or [""])[-1][:300] if errors else ""
         raise RunFailed("incomplete", f"{result['completed']} of {load['num_prompts']} requests completed"
                                       f"{': ' + first if first else ''}")
+    unstreamed(record)
     return result
+
+
+def unstreamed(record: dict) -> None:
+    """RunFailed (no_stream) when the client timed no streamed token: SGLang's client starts a request's TTFT and
+    ITLs only at a chunk with text (``async_request_sglang_generate``), and a server started with
+    ``--skip-tokenizer-init`` streams ids without text, so every TTFT reads 0, no ITL is recorded, and the
+    client's TPOT is each request's whole latency over its tokens, its prefill and queueing included: not a decode
+    step. Seen on the real sglang 0.5.17 (benchmarks/results/real-sglang-20261207/7-sweep)."""
+    done = [n for n, error in zip(record.get("output_lens") or [], record.get("errors") or []) if not error and n > 1]
+    ttfts = [t for t, error in zip(record.get("ttfts") or [], record.get("errors") or []) if not error]
+    if done and not any(record.get("itls") or []) and not any(ttfts):
+        raise RunFailed("no_stream", f"the client timed no streamed token in {len(done)} completed requests (every "
+                                     f"TTFT 0, no ITL): the server streamed no text (--skip-tokenizer-init?), so the "
+                                     f"client's TPOT is each request's whole latency, prefill included, not a decode step")
