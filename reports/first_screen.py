@@ -218,7 +218,8 @@ def why(s: dict[str, Finding]) -> list[str]:
         # the ceiling's own baseline is the profiled run's, a third figure beside the first line's two: said as such
         items.append(f"{_kernel(s, ceiling, 60)} dominates the profile: {part[1]} is {_num(ceiling, part[0])} of "
                      f"the profiled window; instant, the step would give {_num(ceiling, 'ceiling_tok_s', '.4g')} (projected: "
-                     f"{_num(ceiling, instant)} the profiled run's own {_num(ceiling, 'baseline_tok_s', '.4g')})"
+                     f"{num(ceiling, instant, '.5g', by_spread=False)} the profiled run's own "
+                     f"{num(ceiling, 'baseline_tok_s', '.5g', by_spread=False)})"
                      f"{stand_in_caveat(s)}.")
     if grid is not None and "redundancy_factor" in grid.numbers:
         ncu = f"; Nsight Compute: {_num(grid, 'bound')}" if "bound" in grid.numbers else ""

@@ -22,7 +22,9 @@ def log_links(seqs: list[int], prefix: str = "") -> str:
 
 def cites(number: Number, prefix: str = "") -> str:
     """Where a number came from: its log lines; "declared" for the user's inputs (the target's), which no line
-    holds; "derived" for arithmetic on measurements that cites none."""
+    holds; "cited" with its link for a published figure; "derived" for arithmetic on measurements that cites none."""
+    if number.cited and not number.seqs:
+        return f"[cited]({number.cited})"
     return "declared" if number.declared and not number.seqs else log_links(number.seqs, prefix)
 
 

@@ -28,12 +28,17 @@ class Number(BaseModel):
     # arithmetic alone: no journal line holds it, and the report labels it "declared", not "derived" (which
     # is arithmetic on measurements). Written only where true, so every other number's record is unchanged.
     declared: bool = False
+    # A published figure no journal line holds and the user did not declare (a GPU's spec sheet): where it is
+    # cited from, a URL. Written only where set, as ``declared``.
+    cited: str | None = None
 
     @model_serializer(mode="wrap")
     def _declared_only_where_true(self, handler):
         data = handler(self)
         if not self.declared:
             data.pop("declared", None)
+        if self.cited is None:
+            data.pop("cited", None)
         return data
 
 

@@ -143,9 +143,10 @@ def test_h200_rewrite_and_what_if_outputs_are_checked_against_the_profiled_setti
                          ids=["cpu", "h200", "h100", "sglang-pd"])
 def test_every_number_cites_its_journal_lines_or_is_the_users_own(run):
     """Issue 30: a number computed from measurements cites the lines it rests on; only the target's own inputs
-    (declared) stand without one. None is left "derived", which names no line an auditor could recompute it from."""
+    (declared) and published figures (cited, with their URL) stand without one. None is left "derived", which names
+    no line an auditor could recompute it from."""
     bare = [(step, key, n.label) for step, f in _findings(run).items() for key, n in f.numbers.items()
-            if not n.seqs and not n.declared]
+            if not n.seqs and not n.declared and not n.cited]
     assert not bare
     # and each cited line is a tool result of the run's journal
     results = {i for i, e in enumerate(_events(run), 1) if e["kind"] == "tool_result"}

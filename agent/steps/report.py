@@ -147,7 +147,7 @@ def write_report(state: InvestigationState, session: Session, target: Target) ->
         numbers=({"declared_memory_GBps": Number(value=rates["memory_GBps"]["value"], unit="GB/s",
                                                  label=f"declared GPU: {rates['memory_GBps']['what']}, cited "
                                                        f"({rates['memory_GBps']['citations'][0]['url']}; {rates['memory_GBps']['source']})",
-                                                 declared=True)}
+                                                 cited=rates["memory_GBps"]["citations"][0]["url"])}
                  if rates else {}),
         data={"plots": plot_paths, "consistency": held.model_dump(mode="json"), "timing": timing,
               **({"declared_rates": rates} if rates else {}),
