@@ -213,10 +213,11 @@ def why(s: dict[str, Finding]) -> list[str]:
         items.append(f"{'A lever setting reaches' if met else 'No lever reaches'} the goal: the best setting measured, "
                      f"{_num(levers, 'best_tok_s', '.4g')}{best_setting_outputs(levers)}.")
     if ceiling is not None:
-        part = ("operation_share", "its operation") if "operation_share" in ceiling.numbers else ("kernel_share", "it")
-        instant = "operation_instant_x" if "operation_instant_x" in ceiling.numbers else "kernel_instant_x"
+        # the ceiling's bound: its operation's where the profile attributed one, else the kernel's
+        share, whom, instant = (("operation_share", "its operation", "operation_instant_x") if "operation_share" in ceiling.numbers
+                                else ("kernel_share", "it", "kernel_instant_x"))
         # the ceiling's own baseline is the profiled run's, a third figure beside the first line's two: said as such
-        items.append(f"{_kernel(s, ceiling, 60)} dominates the profile: {part[1]} is {_num(ceiling, part[0])} of "
+        items.append(f"{_kernel(s, ceiling, 60)} dominates the profile: {whom} is {_num(ceiling, share)} of "
                      f"the profiled window; instant, the step would give {_num(ceiling, 'ceiling_tok_s', '.4g')} (projected: "
                      f"{num(ceiling, instant, '.5g', by_spread=False)} the profiled run's own "
                      f"{num(ceiling, 'baseline_tok_s', '.5g', by_spread=False)})"

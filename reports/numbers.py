@@ -20,6 +20,12 @@ def log_links(seqs: list[int], prefix: str = "") -> str:
     return "log " + ", ".join(parts)
 
 
+def evidence_links(finding: Finding, prefix: str = "") -> str:
+    """A finding's evidence: its tool calls' log lines, or, for a step that made none (options, report), what it
+    rests on instead."""
+    return log_links(finding.evidence, prefix) if finding.evidence else "no tool call: the findings before it"
+
+
 def cites(number: Number, prefix: str = "") -> str:
     """Where a number came from: its log lines; "declared" for the user's inputs (the target's), which no line
     holds; "cited" with its link for a published figure; "derived" for arithmetic on measurements that cites none."""

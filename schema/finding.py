@@ -33,7 +33,7 @@ class Number(BaseModel):
     cited: str | None = None
 
     @model_serializer(mode="wrap")
-    def _declared_only_where_true(self, handler):
+    def _flags_only_where_set(self, handler):
         data = handler(self)
         if not self.declared:
             data.pop("declared", None)

@@ -140,7 +140,10 @@ def _real_sweep() -> str:
     records = [json.loads(line) for line in (SWEEP_7 / "sweep_runs.jsonl").read_text().splitlines()]
     runs = [r["run"] for r in records if "run" in r]
     failed = [r["label"].split("#")[0] for r in runs if not r.get("ok")]
-    return (f"its investigation's lever sweep ran {len(runs)} of 8 runs before the device budget ended "
+    journal = [json.loads(line) for line in (SWEEP_7 / "journal.jsonl").read_text().splitlines()]
+    planned = next(len(e["args"]["spec"]["runs"]) for e in journal
+                   if e["kind"] == "tool_call" and e.get("tool") == "sglang.sweep")
+    return (f"its investigation's lever sweep ran {len(runs)} of {planned} runs before the device budget ended "
             f"({', '.join(failed)} crashed 0.5.17; the client timed no streamed token, so no decode-step time)")
 
 
