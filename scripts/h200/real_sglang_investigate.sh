@@ -37,8 +37,17 @@ poll)
   PYTHONPATH=.carry/site:$PWD python3 -m agent runs --runs-dir "$RUNS" || true
   echo "ENDED"
   ;;
+caches)
+  # The JIT caches a fresh machine's first launch fills (attempt 7: 313.7 s of the decode graph's capture): what
+  # they hold and, packed, what a later session would carry to skip that compile.
+  for d in ~/.deep_gemm ~/.cache/deep_gemm ~/.tilelang ~/.cache/tilelang ~/.cache/flashinfer ~/.triton/cache \
+    ~/.cache/tvm-ffi ~/.cache/sglang ~/.cache/torch_extensions; do [ -d "$d" ] && du -sh "$d"; done
+  (cd ~ && tar czf "$OUT/jit.tgz" --ignore-failed-read .deep_gemm .cache/deep_gemm .tilelang .cache/tilelang \
+    .cache/flashinfer .triton/cache .cache/tvm-ffi .cache/sglang .cache/torch_extensions 2>/dev/null)
+  ls -la "$OUT/jit.tgz"
+  ;;
 *)
-  echo "usage: $0 start | poll SECONDS" >&2
+  echo "usage: $0 start | poll SECONDS | caches" >&2
   exit 2
   ;;
 esac
