@@ -266,3 +266,14 @@ def test_the_new_ceiling_carries_its_model_error_too(h200_audit_run):
     bound = round2["numbers"]["operation_instant_x"]["value"]
     assert low < bound < high and "as the profiler's stretch of the step lies" in round2["headline"]
     assert round2["data"]["uncertainty"] >= max(bound / low - 1, high / bound - 1)
+
+
+def test_a_step_timed_longer_than_the_window_is_time_outside_the_kernel():
+    """A live server's client times a step (TPOT) longer than the profiled GPU window a step: its scheduler's time
+    between steps. That time cannot lie in the kernel, so the range is T / (T - t) (it stays) to W / (W - t) (it
+    goes with the window), never T / (T - (t + (T - W))), which would put host time inside the kernel."""
+    from agent.steps.amdahl import stretch_range
+
+    steps, window, timed, part = 3, 3.0, 3.6, 1.2  # ms a step: 0.6 ms a step outside the window
+    low, high = stretch_range({"steps": steps, "window_ms": steps * window, "timed_step_ms": timed}, steps * part)
+    assert low == pytest.approx(timed / (timed - part)) and high == pytest.approx(window / (window - part))

@@ -102,15 +102,17 @@ def stretch_range(times: dict[str, Any], part_ms: float) -> tuple[float, float] 
     """The instant bound ``W / (W - t)`` as far as the profiler's stretch of the step leaves it known: the
     profiled window a step W differs from the step timed without the profiler T, and where that difference lies
     (in the part made instant, or in the rest) is not measured. All of it in the rest: ``T / (T - t)``; all of
-    it in the part: ``T / (T - (t - (W - T)))``. Returns (lowest, highest) of those and the shares-of-W bound;
-    None without a timed step."""
+    it in the part: ``T / (T - (t - (W - T)))``. A step timed longer than the window (a live server: its
+    scheduler's time between steps is outside the GPU window, and its client's TPOT holds it) is no stretch: that
+    time cannot lie in the part, so the ends are ``T / (T - t)`` (the rest stays) and the window's bound.
+    Returns (lowest, highest) of those; None without a timed step."""
     steps, timed = times["steps"], times.get("timed_step_ms")
     if not timed or not steps:
         return None
     window, part = times["window_ms"] / steps, part_ms / steps
     stretch = window - timed
     candidates = [window / (window - part)] if window > part else []
-    for t in (part, part - stretch):
+    for t in ((part, part - stretch) if stretch > 0 else (part,)):
         if t >= timed:  # the stretch is more than the rest: all of it in the rest leaves none, the bound unbounded
             candidates.append(math.inf)
         elif t >= 0:
@@ -118,12 +120,16 @@ def stretch_range(times: dict[str, Any], part_ms: float) -> tuple[float, float] 
     return (min(candidates), max(candidates)) if candidates else None
 
 
-def stretch_text(low: float | None, high: float | None) -> str:
-    """The headline clause for ``stretch_range``'s ends (a top of None or inf: unbounded); "" without a range."""
+def stretch_text(low: float | None, high: float | None, outside: bool = False) -> str:
+    """The headline clause for ``stretch_range``'s ends (a top of None or inf: unbounded); "" without a range.
+    ``outside``: the timed step is longer than the GPU window (time outside it, as a live server's scheduler's)."""
     if low is None:
         return ""
     if high is None or math.isinf(high):
         return f" ({fmt(low, '.3g')} and up, unbounded: the profiler's stretch of the step exceeds the rest of it)"
+    if outside:
+        return (f" ({fmt(low, '.3g')}-{fmt(high, '.3g')}: the timed step's time outside the GPU window stays, or goes "
+                f"with the window)")
     return f" ({fmt(low, '.3g')}-{fmt(high, '.3g')} as the profiler's stretch of the step lies)"
 
 

@@ -59,7 +59,8 @@ def compute_ceiling(state: InvestigationState, session: Session, target: Target)
     kernel_text = f"the kernel alone {fmt_spread(kernel_x, kernel_spread)}x"
     on_rank = f"rank {times['rank']}'s trace ({times['rank_why']}): " if times["rank"] is not None else ""
     low, high = (numbers.get(f"{data['bound']}_instant_{end}_x") for end in ("low", "high"))
-    known = stretch_text(low and low.value, high and high.value)
+    outside = bool(times.get("timed_step_ms")) and times["window_ms"] / times["steps"] < times["timed_step_ms"]
+    known = stretch_text(low and low.value, high and high.value, outside)
     headline = (on_rank + f"even an instant {what} gives {fmt_spread(bound_x, spread)}x{known}"
                 + (f" ({kernel_text})" if op_name else "")
                 + f": {fmt(tok_s, '.3g')} -> {fmt_spread(best_tok_s, spread)} tok/s (projected), "
@@ -134,19 +135,23 @@ def _numbers(target: Target, profile: Finding, times: dict[str, Any], kernel: st
             continue
         # the bound as far as the profiler's stretch of the step leaves it known (its modelling error, issue 30)
         stretch = times["window_ms"] / times["steps"] / times["timed_step_ms"] - 1
+        why = (f"the profiled window a step is {100 * stretch:+.2g}% of the step timed without the profiler, and whether "
+               f"that lies in {name} or the rest is not measured" if stretch > 0 else
+               f"the step timed without the profiler is {100 * (1 / (1 + stretch) - 1):.2g}% longer than the profiled GPU "
+               f"window a step: time outside the GPU's window (the host, a server's scheduler), which {name} instant "
+               f"leaves as it is at the low end and takes away with the window at the high end")
         for end, value in zip(("low", "high"), known):
             if math.isinf(value):  # unbounded (the stretch exceeds the rest): no number, said where it is read
                 continue
-            numbers[f"{key}_instant_{end}_x"] = Number(
-                value=value, unit="x", seqs=ev,
-                label=(f"{name} instant, {end} end: the profiled window a step is {100 * stretch:+.2g}% of the step timed "
-                       f"without the profiler, and whether that lies in {name} or the rest is not measured"))
+            numbers[f"{key}_instant_{end}_x"] = Number(value=value, unit="x", seqs=ev, label=f"{name} instant, {end} end: {why}")
     if op_part is not None:
         numbers["operation_ms"] = Number(value=op_part, unit="ms", label=f"t_op: {op_name} (the kernel and the rest of its call) in the profile{on_rank}", seqs=ev)
         numbers["operation_share"] = Number(value=op_part / window, unit="fraction", label="t_op / W", seqs=ev)
         numbers["operation_instant_x"] = Number(value=operation_x, unit="x", label="the operation instant: 1 / (1 - t_op/W)", seqs=ev, spread=op_spread)
     if times["gaps_ms"] is not None:
-        numbers["profiler_gaps_ms"] = Number(value=times["gaps_ms"], unit="ms", label="GPU idle between the profiled steps (the profiler's own sync and step marks), kept out of W", seqs=ev)
+        # a live server's GPU also idles between steps while its scheduler forms the next batch: not the profiler's alone
+        whose = "the server's scheduler and the profiler's step marks" if server else "the profiler's own sync and step marks"
+        numbers["profiler_gaps_ms"] = Number(value=times["gaps_ms"], unit="ms", label=f"GPU idle between the profiled steps ({whose}), kept out of W", seqs=ev)
     return numbers
 
 
