@@ -16,7 +16,23 @@ start)
   python3 -m pip install -q --no-index --find-links .whl/r1 --find-links .whl/r2 --find-links .whl/mpl langgraph langgraph-checkpoint-sqlite gitpython \
     pydantic msgspec matplotlib==3.11.2 jinja2==3.1.6 || exit 1
   mkdir -p "$RUNS"
-  PYTHONPATH=.carry/site:$PWD PYTHONUNBUFFERED=1 setsid nohup python3 -m agent investigate dsv4-scaled-sglang-h100 \
+  target=dsv4-scaled-sglang-h100
+  if [ -n "${LEVERS:-}" ]; then
+    # the device budget left for fewer levers (attempt 8): the target with only these, said in its description
+    target=$RUNS/dsv4-scaled-sglang-h100.yaml
+    LEVERS=$LEVERS python3 - "$target" <<'PY' || exit 1
+import os, sys, yaml
+spec = yaml.safe_load(open("agent/targets/dsv4-scaled-sglang-h100.yaml"))
+keep = os.environ["LEVERS"].split(",")
+left = [lever["name"] for lever in spec["levers"] if lever["name"] not in keep]
+spec["levers"] = [lever for lever in spec["levers"] if lever["name"] in keep]
+assert [lever["name"] for lever in spec["levers"]] == keep, keep
+spec["description"] += (f" Levers swept: {', '.join(keep)} only; {', '.join(left)} left out for the device time "
+                        "this session had (benchmarks/results/real-sglang-20261207 has one round of each).")
+yaml.safe_dump(spec, open(sys.argv[1], "w"), sort_keys=False)
+PY
+  fi
+  PYTHONPATH=.carry/site:$PWD PYTHONUNBUFFERED=1 setsid nohup python3 -m agent investigate "$target" \
     --runs-dir "$RUNS" --run-id "$RUN_ID" --decide auto -v >"$LOG" 2>&1 </dev/null &
   echo $! >"$RUNS/pid"
   sleep 5
