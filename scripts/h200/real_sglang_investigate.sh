@@ -23,11 +23,11 @@ start)
     LEVERS=$LEVERS python3 - "$target" <<'PY' || exit 1
 import os, sys, yaml
 spec = yaml.safe_load(open("agent/targets/dsv4-scaled-sglang-h100.yaml"))
-keep = os.environ["LEVERS"].split(",")
+keep = [] if os.environ["LEVERS"] == "none" else os.environ["LEVERS"].split(",")
 left = [lever["name"] for lever in spec["levers"] if lever["name"] not in keep]
 spec["levers"] = [lever for lever in spec["levers"] if lever["name"] in keep]
 assert [lever["name"] for lever in spec["levers"]] == keep, keep
-spec["description"] += (f" Levers swept: {', '.join(keep)} only; {', '.join(left)} left out for the device time "
+spec["description"] += (f" Levers swept: {', '.join(keep) or 'none'}; {', '.join(left)} left out for the device time "
                         "this session had (benchmarks/results/real-sglang-20261207 has one round of each).")
 yaml.safe_dump(spec, open(sys.argv[1], "w"), sort_keys=False)
 PY
