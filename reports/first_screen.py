@@ -216,10 +216,17 @@ def why(s: dict[str, Finding]) -> list[str]:
         # the ceiling's bound: its operation's where the profile attributed one, else the kernel's
         share, whom, instant = (("operation_share", "its operation", "operation_instant_x") if "operation_share" in ceiling.numbers
                                 else ("kernel_share", "it", "kernel_instant_x"))
-        # the ceiling's own baseline is the profiled run's, a third figure beside the first line's two: said as such
-        items.append(f"{_kernel(s, ceiling, 60)} dominates the profile: {whom} is {_num(ceiling, share)} of "
+        # the ceiling's own baseline is the profiled run's, a third figure beside the first line's two: said as such;
+        # a live server's profile takes the sweep's median (the same tool call), said as that
+        whose = "the sweep's median for the profiled setting," if from_sweep(s) else "the profiled run's own"
+        # a largest kernel under the profile's dominance threshold is the largest, not a dominant one
+        kernel = _kernel(s, ceiling, 60)
+        lead = (f"{kernel} dominates the profile: {whom} is" if ceiling.data.get("dominant", True) else
+                f"No kernel dominates the profile: the largest, {kernel}, is" if whom == "it" else
+                f"No kernel dominates the profile: the largest is {kernel}; {whom} is")
+        items.append(f"{lead} {_num(ceiling, share)} of "
                      f"the profiled window; instant, the step would give {_num(ceiling, 'ceiling_tok_s', '.4g')} (projected: "
-                     f"{num(ceiling, instant, '.5g', by_spread=False)} the profiled run's own "
+                     f"{num(ceiling, instant, '.5g', by_spread=False)} {whose} "
                      f"{num(ceiling, 'baseline_tok_s', '.5g', by_spread=False)})"
                      f"{stand_in_caveat(s)}.")
     if grid is not None and "redundancy_factor" in grid.numbers:
@@ -235,6 +242,16 @@ def why(s: dict[str, Finding]) -> list[str]:
                      f"{_num(splitk, 'kernel_speedup')} faster in the profile and the engine {_num(splitk, 'measured_x', '.4g')} "
                      f"faster in alternating rounds.")
     return [f"{i}. {item}" for i, item in enumerate(items[:4], 1)]
+
+
+def from_sweep(s: dict[str, Finding]) -> bool:
+    """Whether the profiled setting's tok/s is the lever sweep's own figure (one tool call holds both: a live
+    server's profile is timed by the sweep's runs, the profiler on only for the trace), not a run of its own."""
+    profile, levers = s.get("profile"), s["levers"]
+    if profile is None or "setting_tok_s" not in profile.numbers:
+        return False
+    sweep = {seq for n in levers.numbers.values() for seq in (n.seqs or [])}
+    return bool(profile.numbers["setting_tok_s"].seqs) and set(profile.numbers["setting_tok_s"].seqs) <= sweep
 
 
 def best_setting_outputs(levers: Finding) -> str:

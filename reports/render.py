@@ -9,7 +9,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from reports.format import (Markdown, cell, code, digit_spec, fmt, fmt_spread, kernel_md, kernel_meaning, md_text, pct, short,
                             signed_pct)
-from reports.first_screen import decision_caveat, first_screen, stand_in_caveat
+from reports.first_screen import decision_caveat, first_screen, from_sweep, stand_in_caveat
 from reports.numbers import chosen_option, cites, evidence_links, finding_link, log_links, num, num_with_interval, number_text  # noqa: F401 (the report's names)
 from schema.consistency import KERNEL_MEASUREMENT, Consistency
 from schema.finding import Finding, Table
@@ -22,7 +22,7 @@ def _env() -> Environment:
                       trim_blocks=True, lstrip_blocks=True, autoescape=False)
     # code: a name as a code span that survives any backtick or pipe in it; md: text that renders as itself
     env.filters.update(fmt=fmt, pct=pct, signed_pct=signed_pct, cell=cell, short=short, code=code, md=md_text)
-    env.globals.update(digit_spec=digit_spec, first_screen=first_screen, decision_caveat=decision_caveat, stand_in_caveat=stand_in_caveat, log_links=log_links, evidence_links=evidence_links, cites=cites, finding_link=finding_link, num=num, num_with_interval=num_with_interval, table=table, decision_table=decision_table,
+    env.globals.update(digit_spec=digit_spec, first_screen=first_screen, from_sweep=from_sweep, decision_caveat=decision_caveat, stand_in_caveat=stand_in_caveat, log_links=log_links, evidence_links=evidence_links, cites=cites, finding_link=finding_link, num=num, num_with_interval=num_with_interval, table=table, decision_table=decision_table,
                        against_finding=against_finding, failure_groups=failure_groups,
                        measurement_against=measurement_against, gates_split=gates_split,
                        kernel_md=kernel_md, kernel_meaning=kernel_meaning)

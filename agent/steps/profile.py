@@ -150,7 +150,7 @@ def _ranked(session: Session, target: Target, run: Profiled, summary, summary_da
         "steps": Number(value=steps, unit="steps", label="decode steps profiled", seqs=seq),
         "batch": Number(value=batch, label="batch profiled", seqs=seq),
         **run.numbers,
-        **_in_step_numbers(merged, "host" if host_ranges else "GPU", seq),
+        **_in_step_numbers(merged, "host" if host_ranges else "GPU", seq, engine_for(target).measured_by_client),
     }
     tables = []
     operation, eager = None, None
@@ -224,16 +224,18 @@ def _headline(target: Target, merged, top, steps: int, batch: int, setting: str,
                if idle_in_steps is not None else f"GPU idle {100 * merged.idle_share:.1f}% of the window"))
 
 
-def _in_step_numbers(merged, where: str, seq: list[int]) -> dict[str, Number]:
+def _in_step_numbers(merged, where: str, seq: list[int], server: bool = False) -> dict[str, Number]:
     """The window inside the profiled steps and the idle in it, the profiler's gaps between steps apart
-    (none without step ranges)."""
+    (none without step ranges). ``server``: a live server's, whose scheduler also idles the GPU between steps."""
     if merged.in_step_window_us is None:
         return {}
     numbers = {
         "in_step_window_ms": Number(value=merged.in_step_window_us / 1000, unit="ms",
                                     label=f"{where} window inside the {len(merged.step_windows)} profiled steps (between-step gaps left out)", seqs=seq),
         "between_steps_idle_ms": Number(value=merged.between_steps_idle_us / 1000, unit="ms",
-                                        label=f"{where} idle between profiled steps (the profiler's sync and prof.step())", seqs=seq),
+                                        label=f"{where} idle between profiled steps ("
+                                              + ("the server's scheduler and " if server else "")
+                                              + "the profiler's sync and prof.step())", seqs=seq),
     }
     # Busy time lies inside the steps, so the idle inside them is their window less it: the share the
     # workload leaves idle, without the profiler's own gaps between steps.

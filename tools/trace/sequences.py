@@ -69,7 +69,7 @@ class SequenceReport:
     files: tuple[str, ...]
     attribution_file: str
     timing_file: str
-    timing: str  # "graph replay" or "same trace (eager: gaps include host launch time)"
+    timing: str  # "graph replay", "same trace (eager: gaps include host launch time)" or a replay's same trace
     attributed: bool
     steps: int
     step_window_us: float  # the timing trace's mean step window (first kernel start to last end)
@@ -268,6 +268,17 @@ def _time(occurrence_steps, eager: _Trace, timing: _Trace, maps, n: int) -> tupl
     return math.fsum(time_us), math.fsum(gap_us), timed
 
 
+def _same_trace(sources: list[str]) -> str:
+    """How one trace times its own sequences: an eager trace's gaps hold the host's launches; a trace that is
+    mostly a CUDA-graph replay (a live server's decode, its scheduler's few kernels eager) has gaps that are the
+    device's own between the replayed kernels."""
+    replayed = sum(1 for source in sources if source == "graph") / max(len(sources), 1)
+    if replayed >= 0.5:
+        return (f"same trace ({100 * replayed:.0f}% of its kernels a CUDA-graph replay: gaps between them are the "
+                f"device's own, no host launch in them)")
+    return "same trace (eager: gaps include host launch time)"
+
+
 def fusion_candidates(paths: Sequence[str | Path], *, min_per_step: float = 1.0, max_length: int = MAX_LENGTH,
                       library: frozenset[str] = LIBRARY_PACKAGES) -> SequenceReport:
     """The closed frequent kernel sequences (at least ``min_per_step`` occurrences a step) of one rank's
@@ -304,7 +315,7 @@ def fusion_candidates(paths: Sequence[str | Path], *, min_per_step: float = 1.0,
                      "no operation; give the eager profile of the same step as well to attribute them")
     return SequenceReport(
         files=tuple(str(p) for p in paths), attribution_file=eager.path, timing_file=timing.path,
-        timing="graph replay" if timing is not eager else "same trace (eager: gaps include host launch time)",
+        timing=("graph replay" if timing is not eager else _same_trace(sources)),
         attributed=attributed, steps=steps, step_window_us=math.fsum(max(w, e) for w, e in zip(windows, ends)) / max(len(ends), 1),
         kernel_time_us=math.fsum(timing.acc.k_dur[k] for s in timing.steps for k in s) / max(len(timing.steps), 1),
         matched=matched, notes=tuple(notes), candidates=tuple(rows))
