@@ -396,11 +396,14 @@ def test_sweep_against_the_standin_moves_by_its_planted_amounts_and_survives_its
     every output token, four decode steps an iteration share the scheduler overhead four ways (planted.py),
     each held to what was planted; the planted crashes are failed runs with their log excerpts, and the sweep
     goes on. The settings run between two baseline runs, read at the lesser: a neighbour taking the cores only
-    ever slows a run down. The planted sleeps are scaled 20x (PERF_INVESTIGATOR_STANDIN_PLANT_SCALE): a busy
+    ever slows a run down. The planted sleeps are scaled 40x (PERF_INVESTIGATOR_STANDIN_PLANT_SCALE): a busy
     machine stretches the real per-iteration work around them (the server's loop, the ranks' messages, the
     streaming: some 9 ms a token on the idle 2-core box, far more beside the rest of the suite), while a sleep
-    takes no core and stretches with no load; at 20x the plant (300 ms a token for the eager delay, 600 an
-    iteration for the overhead) stands above what the load adds to one run and not another. A decode
+    takes no core and stretches with no load; at 40x the plant (600 ms a token for the eager delay, 1,200 an
+    iteration for the overhead) stands above what the load adds to one run and not another. At 20x it did not
+    beside `stress-ng --cpu 2` and the suite (2026-12-07): four back-to-back decode steps, whose rank processes
+    exchange messages with no sleep between them to earn the scheduler's credit, were stretched far more than a
+    baseline step after its sleep (a four-step TPOT of 406 ms against a baseline gap of 613: 207 saved of 450). A decode
     iteration is read as the median gap between streamed tokens (the client's median ITL). The requests go one at a
     time (concurrency 1): a request's TPOT also carries the prefill iterations of any other that joins its batch
     after it, a whole overhead of 600 ms over its seven gaps, and a loaded machine staggers the arrivals of a wave
@@ -408,7 +411,7 @@ def test_sweep_against_the_standin_moves_by_its_planted_amounts_and_survives_its
     hog, 440 against 618: two or three prefills of the others inside its two decode iterations). Alone, a request's
     TPOT is its own decode iterations. The four-step setting's tokens are read by their TPOT: it shares one overhead
     over four gaps, which is the effect."""
-    scale = 20.0
+    scale = 40.0
     runs = [{"label": "baseline#r1"}, {"label": "eager#r1", "args": ["--cuda-graph-backend-decode", "disabled"]},
             {"label": "steps4#r1", "args": ["--num-continuous-decode-steps", "4"]},
             {"label": "dp-attn#r1", "args": ["--attn-dp-size", "2"]},

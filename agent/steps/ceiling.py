@@ -138,7 +138,7 @@ def _numbers(target: Target, profile: Finding, times: dict[str, Any], kernel: st
         why = (f"the profiled window a step is {100 * stretch:+.2g}% of the step timed without the profiler, and whether "
                f"that lies in {name} or the rest is not measured" if stretch > 0 else
                f"the step timed without the profiler is {100 * (1 / (1 + stretch) - 1):.2g}% longer than the profiled GPU "
-               f"window a step: time outside the GPU's window (the host, a server's scheduler), which {name} instant "
+               f"window a step: time outside the GPU's window (the host, a live deployment's scheduler), which {name} instant "
                f"leaves as it is at the low end and takes away with the window at the high end")
         for end, value in zip(("low", "high"), known):
             if math.isinf(value):  # unbounded (the stretch exceeds the rest): no number, said where it is read
@@ -150,7 +150,8 @@ def _numbers(target: Target, profile: Finding, times: dict[str, Any], kernel: st
         numbers["operation_instant_x"] = Number(value=operation_x, unit="x", label="the operation instant: 1 / (1 - t_op/W)", seqs=ev, spread=op_spread)
     if times["gaps_ms"] is not None:
         # a live server's GPU also idles between steps while its scheduler forms the next batch: not the profiler's alone
-        whose = "the server's scheduler and the profiler's step marks" if server else "the profiler's own sync and step marks"
+        # ("server" kept out of the label: name_servers appends the server's name to a label that has none)
+        whose = "the scheduler forming the next batch, and the profiler's step marks" if server else "the profiler's own sync and step marks"
         numbers["profiler_gaps_ms"] = Number(value=times["gaps_ms"], unit="ms", label=f"GPU idle between the profiled steps ({whose}), kept out of W", seqs=ev)
     return numbers
 

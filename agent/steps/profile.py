@@ -234,7 +234,7 @@ def _in_step_numbers(merged, where: str, seq: list[int], server: bool = False) -
                                     label=f"{where} window inside the {len(merged.step_windows)} profiled steps (between-step gaps left out)", seqs=seq),
         "between_steps_idle_ms": Number(value=merged.between_steps_idle_us / 1000, unit="ms",
                                         label=f"{where} idle between profiled steps ("
-                                              + ("the server's scheduler and " if server else "")
+                                              + ("the scheduler forming the next batch, " if server else "")
                                               + "the profiler's sync and prof.step())", seqs=seq),
     }
     # Busy time lies inside the steps, so the idle inside them is their window less it: the share the
