@@ -16,6 +16,9 @@ start)
   python3 -m pip install -q --no-index --find-links .whl/r1 --find-links .whl/r2 --find-links .whl/mpl langgraph langgraph-checkpoint-sqlite gitpython \
     pydantic msgspec matplotlib==3.11.2 jinja2==3.1.6 || exit 1
   mkdir -p "$RUNS"
+  # JIT caches from an earlier machine (`caches` below, carried as .carry/jit/jit.tgz): a fresh machine's first
+  # launch compiled for 318 s without them (attempt 8); whether the same image reuses them is untried
+  if [ -f .carry/jit/jit.tgz ]; then tar xzf .carry/jit/jit.tgz -C ~ && echo "JIT caches unpacked into ~"; fi
   target=dsv4-scaled-sglang-h100
   if [ -n "${LEVERS:-}" ]; then
     # the device budget left for fewer levers (attempt 8): the target with only these, said in its description
