@@ -218,6 +218,8 @@ class CeilingData(_Data):
     round: int = 1
     beaten_by: list[str] = Field(default_factory=list)
     rank: JSON | None = None  # several ranks: the rank whose trace W, t_k and t_op come from, and why
+    # a live server whose instant step fits the goal's step budget while its projected throughput misses the goal
+    throughput_below_steps: bool = False
 
 
 # -- gates, options, split-K, report -----------------------------------------------------------

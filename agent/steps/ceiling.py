@@ -66,6 +66,17 @@ def compute_ceiling(state: InvestigationState, session: Session, target: Target)
                 + f": {fmt(tok_s, '.3g')} -> {fmt_spread(best_tok_s, spread)} tok/s (projected), "
                 + ("reaching" if reachable else "short of") + f" the goal of {goal:.0f} tok/s "
                 f"({step_against_goal(fmt_spread(step_ms / bound_x, spread), batch, target.goal)})")
+    # A live server's client counts prefill and each request's start and end in its throughput, not in its step
+    # (TPOT): the instant step can fit the goal's step budget while the projected throughput misses the goal.
+    # Said, never left as two verdicts that disagree.
+    if (engine_for(target).measured_by_client and batch == target.goal.concurrency and not reachable
+            and step_ms / bound_x <= target.goal.step_budget_ms):
+        numbers["steady_tok_s"] = Number(value=1000.0 * batch / step_ms, unit="tok/s", seqs=profile.numbers["setting_step_ms"].seqs,
+                                         label="projected: concurrency / the measured step (TPOT), decode steps alone")
+        data["throughput_below_steps"] = True
+        headline += (f"; by step time it would fit the budget, but the client's {fmt(tok_s, '.4g')} tok/s is below "
+                     f"concurrency / TPOT, {fmt(1000.0 * batch / step_ms, '.4g')} tok/s: prefill and the time around "
+                     f"each request's decode steps count in throughput, not in the step")
     data["round"] = 1 + sum(1 for f in findings_of(state) if f.step == "ceiling")
     seq = profile.numbers["setting_tok_s"].seqs
     draft = Draft(headline=headline, verdict="goal-reachable" if reachable else "goal-unreachable", numbers=numbers,

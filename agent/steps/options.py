@@ -55,6 +55,12 @@ def expected_speedup(grid: Finding | None) -> dict[str, Any] | None:
     return data.splitk_estimate.model_dump() if data.splitk_estimate else None
 
 
+def _which(state: InvestigationState) -> str:
+    """"dominant", or "largest" where the ceiling's kernel is under the profile's dominance threshold."""
+    ceiling = finding_for(state, "ceiling")
+    return "largest" if ceiling is not None and not data_of(ceiling).dominant else "dominant"
+
+
 def splitk_option(state: InvestigationState, total: float, part: float, tok_s: float,
                   op_part: float | None = None) -> dict[str, Any]:
     grid = finding_for(state, "grid")
@@ -65,9 +71,9 @@ def splitk_option(state: InvestigationState, total: float, part: float, tok_s: f
     # The rewrite replaces the whole call (kernel, merge, sink): its bound is the operation's, when attributed.
     upper = amdahl(total, op_part if op_part is not None else part)
     option = {
-        "name": "splitk", "title": "Split-K rewrite of the dominant kernel", "offered": candidate, "why": why,
+        "name": "splitk", "title": f"Split-K rewrite of the {_which(state)} kernel", "offered": candidate, "why": why,
         "upper_x": upper, "upper_tok_s": tok_s * upper, "instant_x": upper,
-        "bound_from": "the dominant kernel's operation instant" if op_part is not None else "the dominant kernel instant",
+        "bound_from": f"the {_which(state)} kernel's operation instant" if op_part is not None else f"the {_which(state)} kernel instant",
         "estimate_x": amdahl(total, part, estimate["speedup"]) if estimate else None,
         # the kernel-level upper estimate itself, held against the kernel speedup the profiles measure
         "estimate_kernel_x": estimate["speedup"] if estimate else None,
