@@ -71,11 +71,12 @@ def compute_ceiling(state: InvestigationState, session: Session, target: Target)
     # Said, never left as two verdicts that disagree.
     if (engine_for(target).measured_by_client and batch == target.goal.concurrency and not reachable
             and step_ms / bound_x <= target.goal.step_budget_ms):
-        numbers["steady_tok_s"] = Number(value=1000.0 * batch / step_ms, unit="tok/s", seqs=profile.numbers["setting_step_ms"].seqs,
+        steady = 1000.0 * batch / step_ms
+        numbers["steady_tok_s"] = Number(value=steady, unit="tok/s", seqs=profile.numbers["setting_step_ms"].seqs,
                                          label="projected: concurrency / the measured step (TPOT), decode steps alone")
         data["throughput_below_steps"] = True
         headline += (f"; by step time it would fit the budget, but the client's {fmt(tok_s, '.4g')} tok/s is below "
-                     f"concurrency / TPOT, {fmt(1000.0 * batch / step_ms, '.4g')} tok/s: prefill and the time around "
+                     f"concurrency / TPOT, {fmt(steady, '.4g')} tok/s: prefill and the time around "
                      f"each request's decode steps count in throughput, not in the step")
     data["round"] = 1 + sum(1 for f in findings_of(state) if f.step == "ceiling")
     seq = profile.numbers["setting_tok_s"].seqs

@@ -70,10 +70,11 @@ def splitk_option(state: InvestigationState, total: float, part: float, tok_s: f
     estimate = expected_speedup(grid)
     # The rewrite replaces the whole call (kernel, merge, sink): its bound is the operation's, when attributed.
     upper = amdahl(total, op_part if op_part is not None else part)
+    which = _which(state)
     option = {
-        "name": "splitk", "title": f"Split-K rewrite of the {_which(state)} kernel", "offered": candidate, "why": why,
+        "name": "splitk", "title": f"Split-K rewrite of the {which} kernel", "offered": candidate, "why": why,
         "upper_x": upper, "upper_tok_s": tok_s * upper, "instant_x": upper,
-        "bound_from": f"the {_which(state)} kernel's operation instant" if op_part is not None else f"the {_which(state)} kernel instant",
+        "bound_from": f"the {which} kernel's operation instant" if op_part is not None else f"the {which} kernel instant",
         "estimate_x": amdahl(total, part, estimate["speedup"]) if estimate else None,
         # the kernel-level upper estimate itself, held against the kernel speedup the profiles measure
         "estimate_kernel_x": estimate["speedup"] if estimate else None,
